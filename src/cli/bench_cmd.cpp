@@ -1,0 +1,17 @@
+// Placeholder: 'bench' is not implemented yet (owned by its issue; replace this file).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+
+namespace gossamer::cli {
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("bench", "(not implemented yet)");
+  cmd->callback([exit_code] {
+    std::fprintf(stderr, "gossamer bench: not implemented yet\n");
+    *exit_code = 1;
+  });
+}
+
+}  // namespace gossamer::cli

@@ -1,0 +1,17 @@
+// Placeholder: 'serve' is not implemented yet (owned by its issue; replace this file).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+
+namespace gossamer::cli {
+
+void add_serve_command(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("serve", "(not implemented yet)");
+  cmd->callback([exit_code] {
+    std::fprintf(stderr, "gossamer serve: not implemented yet\n");
+    *exit_code = 1;
+  });
+}
+
+}  // namespace gossamer::cli

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "common/npy.h"
+#include "common/numerics.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+
+namespace gossamer {
+namespace {
+
+TEST(Numerics, Bf16HandChecked) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(-2.0f), 0xc000);
+  // 1 + 2^-8 is exactly halfway between bf16 1.0 and 1.0078125: ties to even -> 1.0.
+  EXPECT_EQ(float_to_bf16(1.00390625f), 0x3f80);
+  // 1 + 3*2^-9 rounds up to 1.0078125 (0x3f81).
+  EXPECT_EQ(float_to_bf16(1.005859375f), 0x3f81);
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
+  EXPECT_FLOAT_EQ(bf16_to_float(0x4049), 3.140625f);
+}
+
+TEST(Numerics, Mxfp4HandChecked) {
+  EXPECT_EQ(e2m1_to_float(0x7), 6.0f);
+  EXPECT_EQ(e2m1_to_float(0x9), -0.5f);
+  EXPECT_EQ(e8m0_to_float(127), 1.0f);
+  EXPECT_EQ(e8m0_to_float(125), 0.25f);
+  uint8_t packed[16] = {0x21};  // low nibble 1 (0.5), high nibble 2 (1.0)
+  float out[32];
+  dequant_mxfp4_block(packed, 128, out);  // scale 2
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], 2.0f);
+  EXPECT_EQ(out[2], 0.0f);
+}
+
+TEST(Status, ResultAndMacros) {
+  auto f = [](int x) -> Result<int> {
+    if (x < 0) return InvalidArgument("negative x=" + std::to_string(x));
+    return x * 2;
+  };
+  auto g = [&](int x) -> Result<int> {
+    GS_ASSIGN_OR_RETURN(int y, f(x));
+    return y + 1;
+  };
+  EXPECT_EQ(g(3).value(), 7);
+  auto r = g(-1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("x=-1"), std::string::npos);
+}
+
+TEST(Npy, RoundTrip) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> nd;
+  std::vector<float> v(3 * 7);
+  for (auto& x : v) x = nd(rng);
+  auto path = (std::filesystem::temp_directory_path() / "gossamer_npy_test.npy").string();
+  ASSERT_TRUE(write_npy_f32(path, v.data(), {3, 7}).ok());
+  auto r = read_npy_f32(path);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shape, (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(r->data, v);
+  std::remove(path.c_str());
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 5, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace gossamer
