@@ -15,5 +15,6 @@ void add_tokenizer_commands(CLI::App& app, int* exit_code);  // tokenize_cmd.cpp
 void add_template_command(CLI::App& app, int* exit_code);    // template_cmd.cpp: apply-template
 void add_serve_command(CLI::App& app, int* exit_code);       // serve_cmd.cpp
 void add_bench_command(CLI::App& app, int* exit_code);       // bench_cmd.cpp
+void add_inspect_command(CLI::App& app, int* exit_code);     // inspect_cmd.cpp
 
 }  // namespace gossamer::cli

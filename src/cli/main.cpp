@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   gossamer::cli::add_template_command(app, &exit_code);
   gossamer::cli::add_serve_command(app, &exit_code);
   gossamer::cli::add_bench_command(app, &exit_code);
+  gossamer::cli::add_inspect_command(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

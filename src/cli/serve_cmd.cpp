@@ -1,16 +1,265 @@
-// Placeholder: 'serve' is not implemented yet (owned by its issue; replace this file).
+// `gossamer serve`: the OpenAI-compatible HTTP server over the CPU backend (or the built-in demo
+// model when no --model is given).
+#include <pthread.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
 
 #include "cli/commands.h"
+#include "engine/cpu_runner.h"
+#include "model/config.h"
+#include "model/synth.h"
+#include "model/weights.h"
+#include "runtime/engine.h"
+#include "runtime/fake_runner.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gossamer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeArgs {
+  std::string model, tokenizer, host = "127.0.0.1", api_key, served_name, backend = "cpu", date;
+  int port = 8000;
+  int64_t max_num_seqs = 64, max_num_batched_tokens = 2048, kv_blocks = 0, block_size = 16;
+  int64_t max_queue = 256, request_timeout = 600, max_model_len = 0, max_body = 8 << 20;
+  int64_t default_max_tokens = -1;
+  double kv_cache_gib = 1.0, shutdown_grace = 5.0;
+  int threads = 0;
+  bool no_prefix_caching = false;
+};
+
+std::string exe_dir() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.parent_path().string();
+}
+
+// --tokenizer, else ../shared/tokenizer/tokenizer.json beside the repo (from the binary's folder
+// or the working directory).
+Result<std::string> find_tokenizer(const std::string& given) {
+  if (!given.empty()) {
+    if (!fs::exists(given)) return NotFound("--tokenizer: " + given + " does not exist");
+    return given;
+  }
+  const std::string rel = "shared/tokenizer/tokenizer.json";
+  for (fs::path base : {fs::path(exe_dir()), fs::current_path()}) {
+    for (int up = 0; up < 4 && !base.empty(); ++up, base = base.parent_path()) {
+      if (fs::exists(base / rel)) return (base / rel).string();
+      if (base == base.parent_path()) break;
+    }
+  }
+  return NotFound("no tokenizer.json: pass --tokenizer PATH (looked for ../" + rel +
+                  " beside the repository)");
+}
+
+// The demo checkpoint: synthesised once (tiny preset, seed 0) into the cache dir.
+Result<std::string> demo_model_dir(const std::string& tokenizer_arg) {
+  std::string cache;
+  if (const char* c = std::getenv("GOSSAMER_CACHE"); c && *c) {
+    cache = c;
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    cache = std::string(h) + "/.cache/gossamer";
+  } else {
+    return NotFound("neither $GOSSAMER_CACHE nor $HOME is set: pass --model DIR");
+  }
+  const std::string dir = cache + "/demo";
+  std::fprintf(stderr,
+               "gossamer serve: WARNING: no --model given; serving the built-in DEMO model "
+               "(tiny, RANDOM weights): its output text is NOISE. Model dir: %s\n",
+               dir.c_str());
+  if (fs::exists(dir + "/config.json") && fs::exists(dir + "/tokenizer.json")) return dir;
+  GS_ASSIGN_OR_RETURN(std::string tok, find_tokenizer(tokenizer_arg));
+  SynthOptions o;
+  GS_ASSIGN_OR_RETURN(o.config, preset_config("tiny"));
+  o.seed = 0;
+  o.out_dir = dir + ".tmp";
+  o.tokenizer_path = tok;
+  std::fprintf(stderr, "gossamer serve: synthesising the demo model into %s ...\n", dir.c_str());
+  GS_RETURN_IF_ERROR(write_synth_checkpoint(o));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::rename(o.out_dir, dir, ec);
+  if (ec) return IoError("cannot move " + o.out_dir + " to " + dir + ": " + ec.message());
+  return dir;
+}
+
+struct Backend {
+  std::unique_ptr<ModelRunner> runner;
+  std::shared_ptr<const Tokenizer> tok;
+  std::string name;
+};
+
+KvCacheSpec size_kv(const ServeArgs& a, const ModelConfig& cfg) {
+  KvCacheSpec spec;
+  spec.block_size = a.block_size;
+  int64_t full = a.kv_blocks;
+  if (full <= 0) {
+    const int64_t per = std::max<int64_t>(1, cpu_kv_bytes_per_block(cfg, a.block_size, false));
+    full = static_cast<int64_t>(a.kv_cache_gib * double(int64_t{1} << 30)) / per;
+    const int64_t cap = (cfg.max_position_embeddings + a.block_size - 1) / a.block_size *
+                        std::max<int64_t>(4, a.max_num_seqs / 4);
+    full = std::clamp<int64_t>(full, 64, std::max<int64_t>(64, cap));
+  }
+  const int64_t win_blocks = cfg.sliding_window / a.block_size + 3;
+  const int64_t sliding =
+      a.max_num_seqs * win_blocks + a.max_num_batched_tokens / a.block_size + 2;
+  spec.num_blocks_full = full;
+  spec.num_blocks_sliding = std::min(full, sliding);
+  bool any_full = false, any_sliding = false;
+  for (LayerType t : cfg.layer_types) (t == LayerType::kFullAttention ? any_full : any_sliding) = true;
+  if (!any_full) spec.num_blocks_full = 0;
+  if (!any_sliding) spec.num_blocks_sliding = 0;
+  return spec;
+}
+
+Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
+  Backend b;
+  std::string dir = a.model;
+  *demo = dir.empty();
+  if (*demo) GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer));
+  std::string tok_path = dir + "/tokenizer.json";
+  if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
+    GS_ASSIGN_OR_RETURN(tok_path, find_tokenizer(a.tokenizer));
+  }
+  GS_ASSIGN_OR_RETURN(b.tok, Tokenizer::load(tok_path));
+  b.name = a.served_name.empty() ? (*demo ? "gossamer-demo" : fs::path(dir).filename().string())
+                                 : a.served_name;
+  if (a.backend == "fake") {  // weights-free hash model (load tests); config from the dir
+    GS_ASSIGN_OR_RETURN(ModelConfig cfg, load_config(dir));
+    b.runner = std::make_unique<FakeRunner>(cfg, size_kv(a, cfg));
+    return b;
+  }
+  if (a.backend != "cpu") return InvalidArgument("--backend must be cpu or fake");
+  GS_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model, load_model(dir));
+  const KvCacheSpec spec = size_kv(a, model->config);
+  GS_ASSIGN_OR_RETURN(b.runner, make_cpu_runner(model, spec, a.threads));
+  return b;
+}
+
+int serve(const ServeArgs& a) {
+  bool demo = false;
+  Result<Backend> be = make_backend(a, &demo);
+  if (!be.ok()) {
+    std::fprintf(stderr, "gossamer serve: %s\n", be.status().ToString().c_str());
+    return 1;
+  }
+  EngineOptions eo;
+  eo.sched.max_num_seqs = a.max_num_seqs;
+  eo.sched.max_num_batched_tokens = a.max_num_batched_tokens;
+  eo.sched.prefix_caching = !a.no_prefix_caching;
+  eo.sched.max_model_len = a.max_model_len > 0 ? a.max_model_len : (demo ? 4096 : 0);
+  eo.max_queue = a.max_queue;
+  const std::string describe = be->runner->describe();
+  auto engine = Engine::start(std::move(be->runner), nullptr, eo);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "gossamer serve: %s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  so.model_name = be->name;
+  so.max_body_bytes = a.max_body;
+  so.request_timeout = std::chrono::seconds(a.request_timeout);
+  so.default_max_tokens = a.default_max_tokens >= 0 ? a.default_max_tokens : (demo ? 512 : 0);
+  so.http_threads = static_cast<int>(std::min<int64_t>(2048, a.max_num_seqs + a.max_queue + 16));
+  so.render.date = a.date;
+  server::Server srv(engine->get(), be->tok, so);
+  if (Status st = srv.bind(); !st.ok()) {
+    std::fprintf(stderr, "gossamer serve: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  // SIGINT/SIGTERM: stop accepting, give in-flight requests a grace period, then cancel them.
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (done) return;
+    std::fprintf(stderr, "gossamer serve: signal %d, shutting down\n", sig);
+    srv.stop();
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000));
+    while (!done && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    (*engine)->stop();
+  });
+  std::fprintf(stderr,
+               "gossamer serve: model '%s' (%s), max_model_len %lld, listening on http://%s:%d\n",
+               so.model_name.c_str(), describe.c_str(), (long long)(*engine)->max_model_len(),
+               a.host.c_str(), srv.port());
+  std::printf("listening on %s:%d\n", a.host.c_str(), srv.port());
+  std::fflush(stdout);
+  srv.run();
+  done = true;
+  (*engine)->stop();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes sigwait if no signal came
+  waiter.join();
+  std::fprintf(stderr, "gossamer serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
 
 void add_serve_command(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("serve", "(not implemented yet)");
-  cmd->callback([exit_code] {
-    std::fprintf(stderr, "gossamer serve: not implemented yet\n");
-    *exit_code = 1;
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->add_option("--model", args->model, "model dir (HF layout); default: the built-in demo");
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: the model dir's)");
+  cmd->add_option("--host", args->host, "bind address")->capture_default_str();
+  cmd->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--served-model-name", args->served_name, "model id in the API");
+  cmd->add_option("--max-num-seqs", args->max_num_seqs, "running requests at most")
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "tokens per step at most")->capture_default_str();
+  cmd->add_option("--kv-blocks", args->kv_blocks, "full-attention KV blocks (0: from --kv-cache-gib)");
+  cmd->add_option("--kv-cache-gib", args->kv_cache_gib, "KV memory for --kv-blocks=0")
+      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-queue", args->max_queue, "waiting requests at most (then 429)")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", args->request_timeout, "seconds per request")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len, "context limit (0: the model's)");
+  cmd->add_option("--default-max-tokens", args->default_max_tokens,
+                  "max_tokens when a request gives none (-1: context limit; demo: 512)");
+  cmd->add_option("--max-body-bytes", args->max_body, "request body limit (413)")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "CPU backend threads (0: all cores)");
+  cmd->add_option("--backend", args->backend, "cpu | fake (weights-free, for load tests)")
+      ->capture_default_str();
+  cmd->add_option("--date", args->date, "fixed 'Current date' for prompts (YYYY-MM-DD)");
+  cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds in-flight requests get")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");
+  cmd->callback([args, exit_code] {
+    // Block the stop signals in every thread; the waiter thread receives them with sigwait.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    *exit_code = serve(*args);
   });
 }
 

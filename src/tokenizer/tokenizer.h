@@ -15,6 +15,9 @@ namespace gossamer {
 class Tokenizer {
  public:
   static Result<std::shared_ptr<const Tokenizer>> load(const std::string& tokenizer_json_path);
+  // Same from the file's contents; `source` names it in error messages.
+  static Result<std::shared_ptr<const Tokenizer>> load_from_json(std::string_view json_text,
+                                                                 const std::string& source);
   virtual ~Tokenizer() = default;
 
   // allow_special: text like "<|start|>" becomes its special token id; otherwise it is

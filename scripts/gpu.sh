@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# GPU test/bench driver for the CUDA decode path. Two halves:
+#   scripts/gpu.sh pack            # HERE (no GPU needed): build build-cuda/, copy the GPU test
+#                                  # binaries, kernel benches and `gossamer` into .gpu-carry/
+#   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
+#                                  # under $OUT (default ./gpu-out), summary table printed last
+# SECTIONS (comma list, default all): info,ceil,test,sanitize,kbench,bench
+# Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry"]).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CARRY=.gpu-carry
+mode=${1:-run}
+
+if [[ $mode == pack ]]; then
+  set -e
+  export PATH="/usr/local/cuda/bin:$PATH"
+  [[ -f build-cuda/build.ninja || -f build-cuda/Makefile ]] ||
+    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  targets=$(cmake --build build-cuda --target help | grep -oE '(gossamer_kernel_[a-z_]+_test|[a-z_]+_bench|gossamer_cuda_test|gossamer)\b' | sort -u)
+  cmake --build build-cuda -j"$(nproc)" --target $targets
+  rm -rf $CARRY && mkdir -p $CARRY/tests $CARRY/bench
+  find build-cuda/src -name '*_test' -type f -perm -u+x | grep -E 'kernel|cuda' | xargs -r cp -t $CARRY/tests
+  [[ -d build-cuda/bench ]] && cp build-cuda/bench/*_bench $CARRY/bench/ 2>/dev/null || true
+  cp build-cuda/gossamer $CARRY/ 2>/dev/null || true
+  strip $CARRY/tests/* $CARRY/bench/* $CARRY/gossamer 2>/dev/null || true
+  git rev-parse --short HEAD > $CARRY/git_sha 2>/dev/null || true
+  du -sh $CARRY
+  exit 0
+fi
+
+SECTIONS=${2:-info,ceil,test,sanitize,kbench,bench}
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+has() { [[ ",$SECTIONS," == *",$1,"* ]]; }
+summary=()
+add() { summary+=("$1"); }
+
+if has info; then
+  { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total \
+      --format=csv; nvcc --version | tail -2; uname -a; } > "$OUT/info.txt" 2>&1
+  add "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null)"
+fi
+
+if has ceil; then
+  python3 - > "$OUT/ceilings.txt" 2>&1 <<'PY'
+import torch, json
+d = torch.device("cuda")
+p = torch.cuda.get_device_properties(d)
+print("device", p.name, "SMs", p.multi_processor_count, "L2 MB", p.L2_cache_size / 1e6)
+def timed(fn, it=20, wu=3):
+    for _ in range(wu): fn()
+    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
+    s.record()
+    for _ in range(it): fn()
+    e.record(); torch.cuda.synchronize()
+    return s.elapsed_time(e) / it / 1e3
+a = torch.empty(2 << 30, dtype=torch.uint8, device=d); b = torch.empty_like(a)
+t = timed(lambda: b.copy_(a))
+print(json.dumps({"copy_GBps_read_plus_write": 2 * a.numel() / t / 1e9}))
+del a, b
+n = 8192
+x = torch.randn(n, n, device=d, dtype=torch.bfloat16); y = torch.randn(n, n, device=d, dtype=torch.bfloat16)
+t = timed(lambda: x @ y, 10)
+print(json.dumps({"bf16_gemm_TFLOPs_8192": 2 * n**3 / t / 1e12}))
+PY
+  add "ceilings: $(grep -h '^{' "$OUT/ceilings.txt" | tr '\n' ' ')"
+fi
+
+if has test; then
+  : > "$OUT/tests.log"
+  for t in $CARRY/tests/*_test; do
+    [[ -x $t ]] || continue
+    if "$t" --gtest_brief=1 >> "$OUT/tests.log" 2>&1; then add "test PASS $(basename "$t")"
+    else add "test FAIL $(basename "$t")"; fi
+  done
+fi
+
+if has sanitize; then
+  : > "$OUT/sanitizer.log"
+  for t in $CARRY/tests/*_test; do
+    [[ -x $t ]] || continue
+    for tool in memcheck racecheck; do
+      if compute-sanitizer --tool $tool --error-exitcode 9 "$t" --gtest_brief=1 \
+          --gtest_filter="${SANITIZE_FILTER:-*}" >> "$OUT/sanitizer.log" 2>&1; then
+        add "sanitize $tool clean $(basename "$t")"
+      else add "sanitize $tool FAIL $(basename "$t")"; fi
+    done
+  done
+fi
+
+if has kbench; then
+  : > "$OUT/kbench.log"
+  for b in $CARRY/bench/*_bench; do
+    [[ -x $b ]] && "$b" >> "$OUT/kbench.log" 2>&1
+  done
+  add "kernel benches: $(grep -c '^|' "$OUT/kbench.log") lines in kbench.log"
+fi
+
+if has bench && [[ -x $CARRY/gossamer ]]; then
+  : > "$OUT/bench.md"
+  for m in 20b 120b; do
+    $CARRY/gossamer bench --synthetic $m ${BENCH_ARGS:--p 512 -n 128 -d 0,16384 -r 3} \
+      --json "$OUT/bench-$m.json" >> "$OUT/bench.md" 2>&1 || add "bench $m FAILED"
+  done
+fi
+
+echo "================ summary ================"
+[[ -f $OUT/kbench.log ]] && grep -h '^|\|ceiling' "$OUT/kbench.log"
+[[ -f $OUT/bench.md ]] && cat "$OUT/bench.md"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,125 @@
+// CudaModelRunner bench hooks: random KV fill, graph-replayed greedy decode loop, prefill timing,
+// the byte model of a decode step, and device metadata.
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "engine/cuda/runner_impl.h"
+#include "kernels/common/cuda_check.h"
+
+namespace gossamer {
+
+Status CudaModelRunner::fill_kv_random(uint64_t seed) {
+  Impl& m = *impl_;
+  const size_t blk = static_cast<size_t>(m.cfg.num_key_value_heads) * m.kv.block_size * 64;
+  uint64_t k = seed * 7919u;
+  for (const auto& L : m.layers) {
+    const size_t n = blk * (L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.k, n, ++k, -1.f, 1.f, m.stream));
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.v, n, ++k, -1.f, 1.f, m.stream));
+  }
+  return kern::cuda_status(cudaStreamSynchronize(m.stream), "fill_kv_random");
+}
+
+double CudaModelRunner::decode_bytes(int64_t depth) const {
+  const ModelConfig& c = impl_->cfg;
+  const double H = c.hidden_size, QD = c.num_attention_heads * 64.0, E = c.num_local_experts,
+               K = c.experts_per_token, I = c.intermediate_size, V = c.vocab_size;
+  const double QKV = (c.num_attention_heads + 2 * c.num_key_value_heads) * 64.0;
+  const double kv_per_token = c.num_key_value_heads * 64.0 * 2 /*bf16*/ * 2 /*K,V*/;
+  double bytes = H * 2 /*embed row*/ + H * 2 + V * H * 2 /*final norm, lm_head*/;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
+    const double keys = sliding ? std::min<double>(depth + 1, c.sliding_window) : depth + 1.0;
+    bytes += 4 * H + QKV * H * 2 + QKV * 4 + H * QD * 2 + H * 4 + E * H * 2 + E * 4;
+    bytes += K * ((2 * I * H + H * I) * 17.0 / 32 + (2 * I + H) * 4);
+    bytes += keys * kv_per_token;
+  }
+  return bytes;
+}
+
+Result<DecodeBenchResult> CudaModelRunner::bench_decode(int batch, int64_t depth, int steps) {
+  Impl& m = *impl_;
+  const int64_t bs = m.kv.block_size, need = (depth + steps + 2 + bs - 1) / bs;
+  if (batch <= 0 || batch > m.S_max || batch > m.R_max) {
+    return InvalidArgument("bench_decode: batch must be in [1, min(max_seqs, max_step_tokens)]");
+  }
+  if (depth < 0 || steps <= 0 || depth + steps + 2 > m.opts.max_seq_len ||
+      batch * need > std::min(m.kv.num_blocks_full, m.kv.num_blocks_sliding)) {
+    return OutOfRange("bench_decode: depth + steps exceeds max_seq_len or the KV pools");
+  }
+  int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
+  int32_t* tsl = m.h_in + (m.in.tables_sliding - m.in.tokens);
+  for (int b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < need; ++j) tf[b * m.max_blocks + j] = tsl[b * m.max_blocks + j] = static_cast<int32_t>(b * need + j);
+  std::mt19937 rng(1234);
+  auto reset = [&] {
+    for (int b = 0; b < batch; ++b) {
+      m.h_in[b] = static_cast<int32_t>(rng() % m.cfg.vocab_size);
+      m.h_in[m.R_max + b] = static_cast<int32_t>(depth);
+      m.h_in[2 * m.R_max + b] = b;
+      m.h_in[3 * m.R_max + b] = b;
+    }
+    return m.upload_inputs();
+  };
+  GS_RETURN_IF_ERROR(reset());
+  GS_ASSIGN_OR_RETURN(cudaGraphExec_t g, m.graph_for(batch, true));
+  for (int i = 0; i < 2; ++i) GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));  // warm-up
+  GS_CUDA_RETURN(cudaStreamSynchronize(m.stream));
+  GS_RETURN_IF_ERROR(reset());
+  cudaEvent_t e0, e1;
+  GS_CUDA_RETURN(cudaEventCreate(&e0));
+  GS_CUDA_RETURN(cudaEventCreate(&e1));
+  GS_CUDA_RETURN(cudaEventRecord(e0, m.stream));
+  for (int i = 0; i < steps; ++i) GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));
+  GS_CUDA_RETURN(cudaEventRecord(e1, m.stream));
+  GS_CUDA_RETURN(cudaEventSynchronize(e1));
+  float ms = 0;
+  GS_CUDA_RETURN(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  DecodeBenchResult r;
+  r.ms = ms;
+  r.bytes_per_token = decode_bytes(depth + steps / 2);
+  r.last_tokens.resize(batch);
+  GS_CUDA_RETURN(cudaMemcpy(r.last_tokens.data(), m.ws.sampled, batch * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  return r;
+}
+
+Result<double> CudaModelRunner::bench_prefill(int64_t tokens, int64_t depth) {
+  Impl& m = *impl_;
+  const int64_t bs = m.kv.block_size, need = (depth + tokens + bs - 1) / bs;
+  if (need > std::min(m.kv.num_blocks_full, m.kv.num_blocks_sliding) || depth + tokens > m.opts.max_seq_len) {
+    return OutOfRange("bench_prefill: depth + tokens exceeds max_seq_len or the KV pools");
+  }
+  std::vector<int32_t> toks(tokens), table(need);
+  std::mt19937 rng(99);
+  for (auto& t : toks) t = static_cast<int32_t>(rng() % m.cfg.vocab_size);
+  for (int64_t j = 0; j < need; ++j) table[j] = static_cast<int32_t>(j);
+  SeqChunk c{toks, depth, table, table, LogitsMode::kLast};
+  StepOutput out;
+  const auto t0 = std::chrono::steady_clock::now();
+  GS_RETURN_IF_ERROR(step(std::span<const SeqChunk>(&c, 1), &out));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Result<CudaDeviceInfo> CudaModelRunner::device_info(int device) {
+  CudaDeviceInfo d;
+  cudaDeviceProp prop{};
+  GS_CUDA_RETURN(cudaGetDeviceProperties(&prop, device));
+  d.name = prop.name;
+  d.sm_count = prop.multiProcessorCount;
+  d.mem_gib = static_cast<double>(prop.totalGlobalMem) / (1ull << 30);
+  int v = 0;
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, device));
+  d.sm_clock_mhz = v / 1000;
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, device));
+  d.mem_clock_mhz = v / 1000;
+  GS_CUDA_RETURN(cudaDriverGetVersion(&v));
+  d.driver = "CUDA driver API " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  GS_CUDA_RETURN(cudaRuntimeGetVersion(&v));
+  d.cuda_runtime = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  return d;
+}
+
+}  // namespace gossamer

@@ -1,0 +1,236 @@
+// CudaModelRunner: step() (validation, token rows, sub-batches, graphs), copy_block, and the
+// bench hooks. Device memory and the forward live in device_model.cpp / forward.cpp.
+#include "engine/cuda/cuda_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "engine/cuda/runner_impl.h"
+#include "kernels/attention/params.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/gemv/params.h"
+#include "kernels/qkv_rope/params.h"
+
+#ifndef GOSSAMER_GIT_SHA
+#define GOSSAMER_GIT_SHA "unknown"
+#endif
+
+namespace gossamer {
+
+const char* gossamer_git_sha() { return GOSSAMER_GIT_SHA; }
+
+Status CudaRunnerOptions::validate() const {
+  if (kv.block_size <= 0 || kv.block_size > 1024) return InvalidArgument("cuda runner: kv block_size must be in [1, 1024]");
+  if (kv.num_blocks_full < 0 || kv.num_blocks_sliding < 0) return InvalidArgument("cuda runner: negative KV block counts");
+  if (max_seq_len <= 0 || max_seqs <= 0 || max_step_tokens <= 0 || max_step_tokens > 4096) {
+    return InvalidArgument("cuda runner: max_seq_len, max_seqs > 0 and max_step_tokens in [1, 4096]");
+  }
+  return Status::Ok();
+}
+
+CudaModelRunner::CudaModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaModelRunner::~CudaModelRunner() = default;
+
+Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::create(const LoadedModel& model,
+                                                                 const CudaRunnerOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  GS_RETURN_IF_ERROR(impl->init_common(model.config, opts));
+  if (model.weights.layers.size() != impl->layers.size()) {
+    return InvalidArgument("cuda runner: weights have " + std::to_string(model.weights.layers.size()) +
+                           " layers, config says " + std::to_string(impl->layers.size()));
+  }
+  GS_RETURN_IF_ERROR(impl->alloc_weights());
+  GS_RETURN_IF_ERROR(impl->upload_weights(model));
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));
+}
+
+Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::create_synthetic(
+    const ModelConfig& cfg, const CudaRunnerOptions& opts, uint64_t seed) {
+  auto impl = std::make_unique<Impl>();
+  GS_RETURN_IF_ERROR(impl->init_common(cfg, opts));
+  GS_RETURN_IF_ERROR(impl->alloc_weights());
+  GS_RETURN_IF_ERROR(impl->synth_weights(seed));
+  return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));
+}
+
+const ModelConfig& CudaModelRunner::config() const { return impl_->cfg; }
+const KvCacheSpec& CudaModelRunner::kv_spec() const { return impl_->kv; }
+
+std::string CudaModelRunner::kernel_path(int rows) const {
+  const Impl& m = *impl_;
+  return std::string("embed_bf16_f32 | rmsnorm_f32a_bf16w | ") + kern::qkv_rope_variant(rows) +
+         " | attn_decode_split_bf16kv_f32q(splits=" + std::to_string(m.splits_for(rows)) +
+         ")+attn_combine_f32 | o_proj " + kern::gemv_variant(rows) + "+residual | router " +
+         kern::gemv_variant(rows) + " + topk_softmax_f32 | moe_gate_up_swiglu_mxfp4w_f32a | "
+         "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " + kern::gemv_variant(rows) +
+         "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
+         (m.opts.use_graphs ? "yes" : "no");
+}
+
+std::string CudaModelRunner::describe() const {
+  return "cuda gpt-oss on " + impl_->device_name +
+         ": bf16 dense + MXFP4 expert weights resident, fp32 activations, bf16 paged KV; "
+         "kernels (batch 1): " + kernel_path(1);
+}
+
+Status CudaModelRunner::Impl::upload_inputs() {
+  return kern::cuda_status(cudaMemcpyAsync(in.tokens, h_in, in.count * sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, stream), "upload step inputs");
+}
+
+Result<cudaGraphExec_t> CudaModelRunner::Impl::graph_for(int rows, bool feedback) {
+  const auto key = std::make_pair(rows, feedback);
+  if (auto it = graphs.find(key); it != graphs.end()) return it->second;
+  GS_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const Status st = enqueue_forward(rows, rows, feedback);
+  cudaGraph_t g = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(stream, &g);
+  GS_RETURN_IF_ERROR(st.With("capturing the decode graph"));
+  GS_CUDA_RETURN(e);
+  graph_defs.push_back(g);
+  cudaGraphExec_t exec = nullptr;
+  GS_CUDA_RETURN(cudaGraphInstantiate(&exec, g, 0));
+  graphs[key] = exec;
+  return exec;
+}
+
+namespace {
+
+// Checks one chunk against the model and the cache; the message names the chunk and field.
+Status check_chunk(const SeqChunk& c, size_t ci, const ModelConfig& cfg, const KvCacheSpec& kv,
+                   int64_t max_seq_len, bool has_full, bool has_sliding) {
+  const std::string ctx = "step: chunk " + std::to_string(ci) + ": ";
+  if (c.tokens.empty()) return InvalidArgument(ctx + "no tokens");
+  for (size_t j = 0; j < c.tokens.size(); ++j) {
+    if (c.tokens[j] < 0 || c.tokens[j] >= cfg.vocab_size) {
+      return InvalidArgument(ctx + "token " + std::to_string(j) + " id " + std::to_string(c.tokens[j]) +
+                             " outside [0, " + std::to_string(cfg.vocab_size) + ")");
+    }
+  }
+  const int64_t end = c.pos0 + static_cast<int64_t>(c.tokens.size());
+  if (c.pos0 < 0 || end > max_seq_len) {
+    return OutOfRange(ctx + "positions [" + std::to_string(c.pos0) + ", " + std::to_string(end) +
+                      ") outside [0, max_seq_len " + std::to_string(max_seq_len) + ")");
+  }
+  const int64_t bs = kv.block_size, last = (end - 1) / bs;
+  auto check_table = [&](std::span<const int32_t> t, int64_t first, int64_t pool, const char* name) {
+    if (static_cast<int64_t>(t.size()) <= last) {
+      return InvalidArgument(ctx + name + " block table has " + std::to_string(t.size()) +
+                             " entries, position " + std::to_string(end - 1) + " needs " + std::to_string(last + 1));
+    }
+    for (int64_t i = first; i <= last; ++i) {
+      if (t[i] < 0 || t[i] >= pool) {
+        return InvalidArgument(ctx + name + " block table entry " + std::to_string(i) + " = " +
+                               std::to_string(t[i]) + " outside [0, " + std::to_string(pool) + ")");
+      }
+    }
+    return Status::Ok();
+  };
+  if (has_full) GS_RETURN_IF_ERROR(check_table(c.blocks_full, 0, kv.num_blocks_full, "full"));
+  if (has_sliding) {
+    const int64_t first = std::max<int64_t>(0, c.pos0 - cfg.sliding_window + 1) / bs;
+    GS_RETURN_IF_ERROR(check_table(c.blocks_sliding, first, kv.num_blocks_sliding, "sliding"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) {
+  Impl& m = *impl_;
+  if (!out) return InvalidArgument("step: null output");
+  if (chunks.empty()) return InvalidArgument("step: no chunks");
+  if (static_cast<int64_t>(chunks.size()) > m.S_max) {
+    return ResourceExhausted("step: " + std::to_string(chunks.size()) + " sequences > max_seqs " +
+                             std::to_string(m.S_max));
+  }
+  bool has_full = false, has_sliding = false;
+  for (const auto& L : m.layers) (L.sliding ? has_sliding : has_full) = true;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    GS_RETURN_IF_ERROR(check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
+  }
+  // Block tables (unused entries stay 0: never read).
+  int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
+  int32_t* tsl = m.h_in + (m.in.tables_sliding - m.in.tokens);
+  std::fill(tf, tf + 2 * static_cast<size_t>(m.S_max) * m.max_blocks, 0);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const size_t nf = std::min<size_t>(chunks[i].blocks_full.size(), m.max_blocks);
+    const size_t ns = std::min<size_t>(chunks[i].blocks_sliding.size(), m.max_blocks);
+    for (size_t j = 0; j < nf; ++j) tf[i * m.max_blocks + j] = chunks[i].blocks_full[j];
+    for (size_t j = 0; j < ns; ++j) tsl[i * m.max_blocks + j] = std::max(0, chunks[i].blocks_sliding[j]);
+  }
+  struct Row { int32_t tok, pos, seq; bool logit; };
+  std::vector<Row> rows;
+  bool decode = true;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SeqChunk& c = chunks[i];
+    decode = decode && c.tokens.size() == 1 && c.logits == LogitsMode::kLast;
+    for (size_t j = 0; j < c.tokens.size(); ++j) {
+      const bool logit = c.logits == LogitsMode::kAll ||
+                         (c.logits == LogitsMode::kLast && j + 1 == c.tokens.size());
+      rows.push_back({c.tokens[j], static_cast<int32_t>(c.pos0 + j), static_cast<int32_t>(i), logit});
+    }
+  }
+  const int64_t V = m.cfg.vocab_size;
+  int64_t total_logits = 0;
+  for (const Row& r : rows) total_logits += r.logit;
+  out->rows = total_logits;
+  out->logits.resize(static_cast<size_t>(total_logits * V));
+  int64_t done_logits = 0;
+  for (size_t start = 0; start < rows.size(); start += m.R_max) {
+    const int n = static_cast<int>(std::min<size_t>(m.R_max, rows.size() - start));
+    int L = 0;
+    for (int r = 0; r < n; ++r) {
+      const Row& row = rows[start + r];
+      m.h_in[r] = row.tok;
+      m.h_in[m.R_max + r] = row.pos;
+      m.h_in[2 * m.R_max + r] = row.seq;
+      if (row.logit) m.h_in[3 * m.R_max + L++] = r;
+    }
+    GS_RETURN_IF_ERROR(m.upload_inputs());
+    if (decode && m.opts.use_graphs) {
+      GS_ASSIGN_OR_RETURN(cudaGraphExec_t g, m.graph_for(n, false));
+      GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));
+    } else {
+      GS_RETURN_IF_ERROR(m.enqueue_forward(n, L, false));
+    }
+    if (L > 0) {
+      GS_CUDA_RETURN(cudaMemcpyAsync(out->logits.data() + done_logits * V, m.ws.logits,
+                                     static_cast<size_t>(L) * V * sizeof(float),
+                                     cudaMemcpyDeviceToHost, m.stream));
+    }
+    GS_CUDA_RETURN(cudaStreamSynchronize(m.stream));
+    done_logits += L;
+    m.last_logit_rows = L;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<int32_t>> CudaModelRunner::last_greedy_tokens() {
+  Impl& m = *impl_;
+  std::vector<int32_t> t(m.last_logit_rows);
+  if (!t.empty()) {
+    GS_CUDA_RETURN(cudaMemcpy(t.data(), m.ws.sampled, t.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  }
+  return t;
+}
+
+Status CudaModelRunner::copy_block(bool sliding_pool, int32_t src, int32_t dst) {
+  Impl& m = *impl_;
+  const int64_t pool = sliding_pool ? m.kv.num_blocks_sliding : m.kv.num_blocks_full;
+  if (src < 0 || dst < 0 || src >= pool || dst >= pool) {
+    return InvalidArgument("copy_block: block ids " + std::to_string(src) + " -> " +
+                           std::to_string(dst) + " outside [0, " + std::to_string(pool) + ")");
+  }
+  const size_t blk = static_cast<size_t>(m.cfg.num_key_value_heads) * m.kv.block_size * 64;
+  for (const auto& L : m.layers) {
+    if (L.sliding != sliding_pool) continue;
+    for (uint16_t* c : {L.k, L.v}) {
+      GS_CUDA_RETURN(cudaMemcpyAsync(c + dst * blk, c + src * blk, blk * 2, cudaMemcpyDeviceToDevice, m.stream));
+    }
+  }
+  return kern::cuda_status(cudaStreamSynchronize(m.stream), "copy_block");
+}
+
+}  // namespace gossamer

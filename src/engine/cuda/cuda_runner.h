@@ -1,0 +1,87 @@
+// CudaModelRunner: the CUDA backend of ModelRunner for gpt-oss (MXFP4 experts, bf16 rest).
+// Weights stay resident in checkpoint precision; activations are fp32; the KV cache is bf16,
+// paged ([num_blocks, kv_heads, block_size, 64] per layer and pool). A step is one forward over
+// all its tokens (decode rows and token-batched prefill through the same kernels); pure decode
+// steps run as a captured CUDA graph (one per row count) with no host sync inside.
+// This header has no CUDA includes (the runtime and server include it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "model/weights.h"
+
+namespace gossamer {
+
+struct CudaRunnerOptions {
+  KvCacheSpec kv;               // num_blocks_* == 0: sized from max_seqs * max_seq_len
+  int64_t max_seq_len = 8192;   // longest sequence (block tables hold max_seq_len / block_size)
+  int64_t max_seqs = 8;         // sequences per step (block-table rows)
+  int64_t max_step_tokens = 256;  // rows per forward; longer steps are split
+  bool use_graphs = true;
+  int device = 0;
+  Status validate() const;
+};
+
+struct CudaDeviceInfo {
+  std::string name, driver, cuda_runtime;
+  int sm_count = 0, sm_clock_mhz = 0, mem_clock_mhz = 0;
+  double mem_gib = 0;
+};
+
+// Timing hooks for `gossamer bench` (not part of ModelRunner).
+struct DecodeBenchResult {
+  double ms = 0;            // GPU time for all steps (CUDA events around the graph replays)
+  double bytes_per_token = 0;  // weights + KV read per decode step / batch (model estimate)
+  std::vector<int32_t> last_tokens;  // greedy tokens of the last step (sanity)
+};
+
+class CudaModelRunner : public ModelRunner {
+ public:
+  ~CudaModelRunner() override;
+  // Uploads a loaded checkpoint (through pinned staging buffers).
+  static Result<std::unique_ptr<CudaModelRunner>> create(const LoadedModel& model,
+                                                         const CudaRunnerOptions& opts);
+  // Random weights of the config's real shapes, generated on the GPU (no file, no host copy).
+  static Result<std::unique_ptr<CudaModelRunner>> create_synthetic(const ModelConfig& cfg,
+                                                                   const CudaRunnerOptions& opts,
+                                                                   uint64_t seed);
+
+  const ModelConfig& config() const override;
+  const KvCacheSpec& kv_spec() const override;
+  std::string describe() const override;
+  Status step(std::span<const SeqChunk> chunks, StepOutput* out) override;
+  Status copy_block(bool sliding_pool, int32_t src, int32_t dst) override;
+
+  // Greedy tokens of the last step's logits rows, computed on the GPU (argmax fused in lm_head).
+  Result<std::vector<int32_t>> last_greedy_tokens();
+
+  // ---- bench hooks ----
+  // Fills every KV pool with random bf16 values (what a prefill to `depth` would leave, for
+  // timing purposes).
+  Status fill_kv_random(uint64_t seed);
+  // `steps` greedy decode steps for `batch` sequences starting at position `depth`: each step
+  // is one CUDA graph replay that samples on the GPU and feeds the token to the next step.
+  Result<DecodeBenchResult> bench_decode(int batch, int64_t depth, int steps);
+  // One token-batched prefill of `tokens` tokens at `depth` (random tokens), GPU ms.
+  Result<double> bench_prefill(int64_t tokens, int64_t depth);
+  // Model bytes read per decode step at batch 1 and context `depth` (weights + KV).
+  double decode_bytes(int64_t depth) const;
+  static Result<CudaDeviceInfo> device_info(int device);
+  // Which kernel variant each op uses for a batch of `rows` (kernel-path report).
+  std::string kernel_path(int rows) const;
+
+  struct Impl;
+
+ private:
+  explicit CudaModelRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* gossamer_git_sha();
+
+}  // namespace gossamer

@@ -1,0 +1,268 @@
+// Device memory of CudaModelRunner: KV pools, workspace, step inputs, and the weights (uploaded
+// from a checkpoint through pinned staging, or generated on the GPU).
+#include <algorithm>
+#include <cstring>
+
+#include "common/numerics.h"
+#include "engine/cuda/runner_impl.h"
+#include "kernels/attention/params.h"
+#include "kernels/common/cuda_check.h"
+
+namespace gossamer {
+
+using cudarun::DevLayer;
+
+CudaModelRunner::Impl::~Impl() {
+  for (auto& [key, g] : graphs) cudaGraphExecDestroy(g);
+  for (cudaGraph_t g : graph_defs) cudaGraphDestroy(g);
+  for (void* p : allocations) cudaFree(p);
+  if (h_in) cudaFreeHost(h_in);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+Result<void*> CudaModelRunner::Impl::alloc(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return ResourceExhausted(std::string("cuda runner: cudaMalloc of ") + std::to_string(bytes) +
+                             " bytes for " + what + " failed: " + cudaGetErrorString(e));
+  }
+  allocations.push_back(p);
+  return p;
+}
+
+int CudaModelRunner::Impl::splits_for(int rows) const {
+  return kern::attention_splits(rows, static_cast<int>(cfg.num_key_value_heads), sms, 64);
+}
+
+Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunnerOptions& o) {
+  cfg = c;
+  opts = o;
+  GS_RETURN_IF_ERROR(cfg.validate());
+  GS_RETURN_IF_ERROR(opts.validate());
+  if (cfg.head_dim != 64) return Unsupported("cuda runner: head_dim must be 64, got " + std::to_string(cfg.head_dim));
+  if (cfg.num_attention_heads % cfg.num_key_value_heads != 0 ||
+      cfg.num_attention_heads / cfg.num_key_value_heads > 16) {
+    return Unsupported("cuda runner: needs heads / kv_heads <= 16");
+  }
+  if (cfg.hidden_size % 32 != 0 || cfg.intermediate_size % 32 != 0) {
+    return Unsupported("cuda runner: hidden_size and intermediate_size must be multiples of 32");
+  }
+  if (cfg.num_local_experts > 256 || cfg.experts_per_token > 8) {
+    return Unsupported("cuda runner: at most 256 experts and 8 experts per token");
+  }
+  if (cfg.expert_format != ExpertFormat::kMxfp4) {
+    return Unsupported("cuda runner: only MXFP4 expert weights are supported (got bf16 experts)");
+  }
+  GS_ASSIGN_OR_RETURN(rope, make_rope_table(cfg));
+  GS_CUDA_RETURN(cudaSetDevice(opts.device));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, opts.device));
+  cudaDeviceProp prop{};
+  GS_CUDA_RETURN(cudaGetDeviceProperties(&prop, opts.device));
+  device_name = prop.name;
+  GS_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  kv = opts.kv;
+  const int64_t bs = kv.block_size;
+  max_blocks = static_cast<int>((opts.max_seq_len + bs - 1) / bs);
+  if (kv.num_blocks_full == 0) kv.num_blocks_full = opts.max_seqs * max_blocks;
+  if (kv.num_blocks_sliding == 0) kv.num_blocks_sliding = opts.max_seqs * max_blocks;
+  R_max = static_cast<int>(opts.max_step_tokens);
+  S_max = static_cast<int>(opts.max_seqs);
+  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
+               K = cfg.experts_per_token, I = cfg.intermediate_size, V = cfg.vocab_size;
+  const size_t kvh = cfg.num_key_value_heads;
+  layers.resize(cfg.num_hidden_layers);
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    DevLayer& L = layers[l];
+    L.sliding = cfg.layer_types[l] == LayerType::kSlidingAttention;
+    const size_t blocks = L.sliding ? kv.num_blocks_sliding : kv.num_blocks_full;
+    const size_t n = blocks * kvh * bs * 64;
+    GS_ASSIGN_OR_RETURN(L.k, alloc_n<uint16_t>(n, "K cache"));
+    GS_ASSIGN_OR_RETURN(L.v, alloc_n<uint16_t>(n, "V cache"));
+  }
+  size_t part_rows = 0;
+  for (int r = 1; r <= R_max; ++r) part_rows = std::max(part_rows, static_cast<size_t>(r) * splits_for(r));
+  auto& w = ws;
+  GS_ASSIGN_OR_RETURN(w.x, alloc_n<float>(R_max * H, "x"));
+  GS_ASSIGN_OR_RETURN(w.xn, alloc_n<float>(R_max * H, "xn"));
+  GS_ASSIGN_OR_RETURN(w.q, alloc_n<float>(R_max * QD, "q"));
+  GS_ASSIGN_OR_RETURN(w.attn, alloc_n<float>(R_max * QD, "attn"));
+  GS_ASSIGN_OR_RETURN(w.part_o, alloc_n<float>(part_rows * QD, "attention partials"));
+  GS_ASSIGN_OR_RETURN(w.part_ml, alloc_n<float>(part_rows * cfg.num_attention_heads * 2, "attention partials"));
+  GS_ASSIGN_OR_RETURN(w.router, alloc_n<float>(R_max * E, "router logits"));
+  GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
+  GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
+  GS_ASSIGN_OR_RETURN(w.act, alloc_n<float>(R_max * K * I, "expert activations"));
+  GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(R_max * V, "logits"));
+  GS_ASSIGN_OR_RETURN(w.keys, alloc_n<unsigned long long>(R_max, "argmax keys"));
+  GS_ASSIGN_OR_RETURN(w.sampled, alloc_n<int32_t>(R_max, "sampled tokens"));
+  GS_CUDA_RETURN(cudaMemset(w.keys, 0, R_max * sizeof(unsigned long long)));
+  const size_t tab = static_cast<size_t>(S_max) * max_blocks;
+  in.count = 4 * static_cast<size_t>(R_max) + 2 * tab;
+  GS_ASSIGN_OR_RETURN(in.tokens, alloc_n<int32_t>(in.count, "step inputs"));
+  in.pos = in.tokens + R_max;
+  in.row_seq = in.pos + R_max;
+  in.logit_rows = in.row_seq + R_max;
+  in.tables_full = in.logit_rows + R_max;
+  in.tables_sliding = in.tables_full + tab;
+  GS_CUDA_RETURN(cudaMallocHost(&h_in, in.count * sizeof(int32_t)));
+  std::memset(h_in, 0, in.count * sizeof(int32_t));
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::alloc_weights() {
+  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
+               I = cfg.intermediate_size, V = cfg.vocab_size;
+  const size_t QKV = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * 64;
+  GS_ASSIGN_OR_RETURN(embed, alloc_n<uint16_t>(V * H, "embedding"));
+  GS_ASSIGN_OR_RETURN(final_norm, alloc_n<uint16_t>(H, "final norm"));
+  GS_ASSIGN_OR_RETURN(lm_head, alloc_n<uint16_t>(V * H, "lm_head"));
+  for (DevLayer& L : layers) {
+    GS_ASSIGN_OR_RETURN(L.attn_norm, alloc_n<uint16_t>(H, "attn norm"));
+    GS_ASSIGN_OR_RETURN(L.qkv_w, alloc_n<uint16_t>(QKV * H, "qkv weight"));
+    GS_ASSIGN_OR_RETURN(L.qkv_b, alloc_n<float>(QKV, "qkv bias"));
+    GS_ASSIGN_OR_RETURN(L.o_w, alloc_n<uint16_t>(H * QD, "o weight"));
+    GS_ASSIGN_OR_RETURN(L.o_b, alloc_n<float>(H, "o bias"));
+    GS_ASSIGN_OR_RETURN(L.sinks, alloc_n<float>(cfg.num_attention_heads, "sinks"));
+    GS_ASSIGN_OR_RETURN(L.mlp_norm, alloc_n<uint16_t>(H, "mlp norm"));
+    GS_ASSIGN_OR_RETURN(L.router_w, alloc_n<uint16_t>(E * H, "router weight"));
+    GS_ASSIGN_OR_RETURN(L.router_b, alloc_n<float>(E, "router bias"));
+    GS_ASSIGN_OR_RETURN(L.gu_blocks, alloc_n<uint8_t>(E * 2 * I * H / 2, "gate_up blocks"));
+    GS_ASSIGN_OR_RETURN(L.gu_scales, alloc_n<uint8_t>(E * 2 * I * H / 32, "gate_up scales"));
+    GS_ASSIGN_OR_RETURN(L.gu_b, alloc_n<float>(E * 2 * I, "gate_up bias"));
+    GS_ASSIGN_OR_RETURN(L.dn_blocks, alloc_n<uint8_t>(E * H * I / 2, "down blocks"));
+    GS_ASSIGN_OR_RETURN(L.dn_scales, alloc_n<uint8_t>(E * H * I / 32, "down scales"));
+    GS_ASSIGN_OR_RETURN(L.dn_b, alloc_n<float>(E * H, "down bias"));
+  }
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::synth_weights(uint64_t seed) {
+  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
+               I = cfg.intermediate_size, V = cfg.vocab_size;
+  const size_t QKV = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * 64;
+  cudaStream_t s = stream;
+  uint64_t k = seed * 1000003u;
+  const float a = 0.03f;
+  GS_RETURN_IF_ERROR(cudarun::fill_bf16(embed, V * H, ++k, -1.f, 1.f, s));
+  GS_RETURN_IF_ERROR(cudarun::fill_bf16(final_norm, H, ++k, 0.8f, 1.2f, s));
+  GS_RETURN_IF_ERROR(cudarun::fill_bf16(lm_head, V * H, ++k, -a, a, s));
+  for (DevLayer& L : layers) {
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.attn_norm, H, ++k, 0.8f, 1.2f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.qkv_w, QKV * H, ++k, -a, a, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.qkv_b, QKV, ++k, -0.1f, 0.1f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.o_w, H * QD, ++k, -a, a, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.o_b, H, ++k, -0.1f, 0.1f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.sinks, cfg.num_attention_heads, ++k, -1.f, 1.f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.mlp_norm, H, ++k, 0.8f, 1.2f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_bf16(L.router_w, E * H, ++k, -a, a, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.router_b, E, ++k, -0.1f, 0.1f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_u8(L.gu_blocks, E * 2 * I * H / 2, ++k, 0, 255, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_u8(L.gu_scales, E * 2 * I * H / 32, ++k, 118, 121, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.gu_b, E * 2 * I, ++k, -0.1f, 0.1f, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_u8(L.dn_blocks, E * H * I / 2, ++k, 0, 255, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_u8(L.dn_scales, E * H * I / 32, ++k, 118, 121, s));
+    GS_RETURN_IF_ERROR(cudarun::fill_f32(L.dn_b, E * H, ++k, -0.1f, 0.1f, s));
+  }
+  GS_CUDA_RETURN(cudaStreamSynchronize(s));
+  return Status::Ok();
+}
+
+namespace {
+
+// Copies `bytes` host bytes to the device through a pinned staging buffer (chunks).
+class Uploader {
+ public:
+  explicit Uploader(cudaStream_t s) : s_(s) {}
+  ~Uploader() {
+    if (buf_) cudaFreeHost(buf_);
+  }
+  Status copy(void* dst, const void* src, size_t bytes, const std::string& what) {
+    if (!src) return InvalidArgument("cuda runner: tensor " + what + " has no data");
+    if (!buf_) GS_CUDA_RETURN(cudaMallocHost(&buf_, kChunk));
+    for (size_t off = 0; off < bytes; off += kChunk) {
+      const size_t n = std::min(kChunk, bytes - off);
+      GS_CUDA_RETURN(cudaStreamSynchronize(s_));  // staging buffer free again
+      std::memcpy(buf_, static_cast<const char*>(src) + off, n);
+      GS_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(dst) + off, buf_, n, cudaMemcpyHostToDevice, s_));
+    }
+    return cuda_status_sync();
+  }
+  // Small vector (bf16/f16/f32 tensor of n elements) -> fp32 on the device.
+  Status vec_f32(float* dst, const TensorRef& t, size_t n, const std::string& what) {
+    if (static_cast<size_t>(t.numel()) != n) {
+      return InvalidArgument("cuda runner: tensor " + what + " has " + std::to_string(t.numel()) +
+                             " elements, expected " + std::to_string(n));
+    }
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = t.get(static_cast<int64_t>(i));
+    return copy(dst, h.data(), n * sizeof(float), what);
+  }
+  Status raw(void* dst, const TensorRef& t, size_t bytes, const std::string& what) {
+    if (static_cast<size_t>(t.numel() * dtype_size(t.dtype)) != bytes) {
+      return InvalidArgument("cuda runner: tensor " + what + " has " +
+                             std::to_string(t.numel() * dtype_size(t.dtype)) + " bytes, expected " +
+                             std::to_string(bytes));
+    }
+    return copy(dst, t.data, bytes, what);
+  }
+
+ private:
+  Status cuda_status_sync() { return kern::cuda_status(cudaStreamSynchronize(s_), "upload"); }
+  static constexpr size_t kChunk = size_t{64} << 20;
+  cudaStream_t s_;
+  void* buf_ = nullptr;
+};
+
+}  // namespace
+
+Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
+  const ModelWeights& w = m.weights;
+  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
+               I = cfg.intermediate_size, V = cfg.vocab_size;
+  const size_t KD = cfg.num_key_value_heads * 64;
+  Uploader up(stream);
+  auto bf16_only = [](const TensorRef& t, const std::string& what) -> Status {
+    if (t.dtype != DType::kBF16) return Unsupported("cuda runner: " + what + " must be bf16, got " + dtype_name(t.dtype));
+    return Status::Ok();
+  };
+  GS_RETURN_IF_ERROR(bf16_only(w.embed, "embed"));
+  GS_RETURN_IF_ERROR(bf16_only(w.lm_head, "lm_head"));
+  GS_RETURN_IF_ERROR(up.raw(embed, w.embed, V * H * 2, "embed"));
+  GS_RETURN_IF_ERROR(up.raw(lm_head, w.lm_head, V * H * 2, "lm_head"));
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerWeights& s = w.layers[l];
+    DevLayer& L = layers[l];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    for (const auto* t : {&s.attn_norm, &s.mlp_norm, &s.q_w, &s.k_w, &s.v_w, &s.o_w, &s.router_w}) {
+      GS_RETURN_IF_ERROR(bf16_only(*t, p + "dense weights and norms"));
+    }
+    GS_RETURN_IF_ERROR(up.raw(L.attn_norm, s.attn_norm, H * 2, p + "attn_norm"));
+    GS_RETURN_IF_ERROR(up.raw(L.qkv_w, s.q_w, QD * H * 2, p + "q_proj.weight"));
+    GS_RETURN_IF_ERROR(up.raw(L.qkv_w + QD * H, s.k_w, KD * H * 2, p + "k_proj.weight"));
+    GS_RETURN_IF_ERROR(up.raw(L.qkv_w + (QD + KD) * H, s.v_w, KD * H * 2, p + "v_proj.weight"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b, s.q_b, QD, p + "q_proj.bias"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b + QD, s.k_b, KD, p + "k_proj.bias"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b + QD + KD, s.v_b, KD, p + "v_proj.bias"));
+    GS_RETURN_IF_ERROR(up.raw(L.o_w, s.o_w, H * QD * 2, p + "o_proj.weight"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.o_b, s.o_b, H, p + "o_proj.bias"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.sinks, s.sinks, cfg.num_attention_heads, p + "sinks"));
+    GS_RETURN_IF_ERROR(up.raw(L.mlp_norm, s.mlp_norm, H * 2, p + "post_attention_layernorm"));
+    GS_RETURN_IF_ERROR(up.raw(L.router_w, s.router_w, E * H * 2, p + "router.weight"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.router_b, s.router_b, E, p + "router.bias"));
+    if (s.gate_up.format != ExpertFormat::kMxfp4 || s.down.format != ExpertFormat::kMxfp4) {
+      return Unsupported("cuda runner: " + p + "experts are not MXFP4");
+    }
+    GS_RETURN_IF_ERROR(up.raw(L.gu_blocks, s.gate_up.blocks, E * 2 * I * H / 2, p + "gate_up blocks"));
+    GS_RETURN_IF_ERROR(up.raw(L.gu_scales, s.gate_up.scales, E * 2 * I * H / 32, p + "gate_up scales"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.gu_b, s.gate_up_b, E * 2 * I, p + "gate_up bias"));
+    GS_RETURN_IF_ERROR(up.raw(L.dn_blocks, s.down.blocks, E * H * I / 2, p + "down blocks"));
+    GS_RETURN_IF_ERROR(up.raw(L.dn_scales, s.down.scales, E * H * I / 32, p + "down scales"));
+    GS_RETURN_IF_ERROR(up.vec_f32(L.dn_b, s.down_b, E * H, p + "down bias"));
+  }
+  GS_RETURN_IF_ERROR(bf16_only(w.final_norm, "final norm"));
+  return up.raw(final_norm, w.final_norm, H * 2, "final norm");
+}
+
+}  // namespace gossamer

@@ -1,0 +1,118 @@
+// Internal state of CudaModelRunner (device weights, KV pools, workspace, graphs). CUDA-aware;
+// included only by the .cpp/.cu files of this folder.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <vector>
+
+#include "engine/cuda/cuda_runner.h"
+#include "engine/rope.h"
+
+namespace gossamer::cudarun {
+
+// One layer's resident weights (checkpoint precision; small vectors converted to fp32).
+struct DevLayer {
+  uint16_t* attn_norm = nullptr;  // [H] bf16
+  uint16_t* qkv_w = nullptr;      // [(nh + 2 kvh) * 64, H] bf16: rows q, then k, then v
+  float* qkv_b = nullptr;         // [(nh + 2 kvh) * 64]
+  uint16_t* o_w = nullptr;        // [H, nh * 64] bf16
+  float* o_b = nullptr;           // [H]
+  float* sinks = nullptr;         // [nh]
+  uint16_t* mlp_norm = nullptr;   // [H] bf16
+  uint16_t* router_w = nullptr;   // [E, H] bf16
+  float* router_b = nullptr;      // [E]
+  uint8_t* gu_blocks = nullptr;   // [E, 2I, H/32, 16]
+  uint8_t* gu_scales = nullptr;   // [E, 2I, H/32]
+  float* gu_b = nullptr;          // [E, 2I]
+  uint8_t* dn_blocks = nullptr;   // [E, H, I/32, 16]
+  uint8_t* dn_scales = nullptr;   // [E, H, I/32]
+  float* dn_b = nullptr;          // [E, H]
+  bool sliding = false;
+  uint16_t* k = nullptr;  // this layer's KV pool: [num_blocks(pool), kvh, block_size, 64] bf16
+  uint16_t* v = nullptr;
+};
+
+// Step inputs: one int32 device buffer (and a pinned host mirror) uploaded with one copy.
+struct Inputs {
+  int32_t* tokens = nullptr;       // [R_max]
+  int32_t* pos = nullptr;          // [R_max]
+  int32_t* row_seq = nullptr;      // [R_max] block-table row of each token row
+  int32_t* logit_rows = nullptr;   // [R_max] rows whose logits are computed
+  int32_t* tables_full = nullptr;     // [S_max, max_blocks]
+  int32_t* tables_sliding = nullptr;  // [S_max, max_blocks]
+  size_t count = 0;                   // int32 elements in total
+};
+
+struct Workspace {
+  float* x = nullptr;         // [R_max, H] residual stream
+  float* xn = nullptr;        // [R_max, H] normed
+  float* q = nullptr;         // [R_max, nh * 64]
+  float* attn = nullptr;      // [R_max, nh * 64]
+  float* part_o = nullptr;    // [max R*splits, nh, 64]
+  float* part_ml = nullptr;   // [max R*splits, nh, 2]
+  float* router = nullptr;    // [R_max, E]
+  int32_t* ids = nullptr;     // [R_max, k]
+  float* rw = nullptr;        // [R_max, k]
+  float* act = nullptr;       // [R_max, k, I]
+  float* logits = nullptr;    // [R_max, V]
+  unsigned long long* keys = nullptr;  // [R_max] argmax keys (kept zero between steps)
+  int32_t* sampled = nullptr;          // [R_max]
+};
+
+}  // namespace gossamer::cudarun
+
+namespace gossamer {
+
+struct CudaModelRunner::Impl {
+  ModelConfig cfg;
+  CudaRunnerOptions opts;
+  KvCacheSpec kv;
+  RopeTable rope;
+  cudaStream_t stream = nullptr;
+  int sms = 0;
+  int max_blocks = 0;   // block-table width (max_seq_len / block_size)
+  int R_max = 0, S_max = 0;
+  std::vector<void*> allocations;
+  uint16_t* embed = nullptr;       // [V, H] bf16
+  uint16_t* final_norm = nullptr;  // [H] bf16
+  uint16_t* lm_head = nullptr;     // [V, H] bf16 (may alias embed)
+  std::vector<cudarun::DevLayer> layers;
+  cudarun::Inputs in;
+  int32_t* h_in = nullptr;  // pinned mirror of `in`
+  cudarun::Workspace ws;
+  std::map<std::pair<int, bool>, cudaGraphExec_t> graphs;  // (rows, feedback) -> graph
+  std::vector<cudaGraph_t> graph_defs;
+  int last_logit_rows = 0;
+  std::string device_name;
+
+  ~Impl();
+  // cudaMalloc tracked in `allocations` (freed by the destructor).
+  Result<void*> alloc(size_t bytes, const char* what);
+  template <class T>
+  Result<T*> alloc_n(size_t n, const char* what) {
+    GS_ASSIGN_OR_RETURN(void* p, alloc(n * sizeof(T), what));
+    return static_cast<T*>(p);
+  }
+  Status init_common(const ModelConfig& c, const CudaRunnerOptions& o);  // KV, workspace, inputs
+  Status alloc_weights();  // every DevLayer buffer (uninitialised)
+  Status upload_weights(const LoadedModel& m);
+  Status synth_weights(uint64_t seed);
+  int splits_for(int rows) const;
+  // Enqueues one forward over `rows` token rows (inputs already on the device) producing
+  // `logit_rows` rows of logits and their greedy tokens; feedback: sampled tokens become the
+  // next inputs and positions advance (bench loop).
+  Status enqueue_forward(int rows, int logit_rows, bool feedback);
+  Result<cudaGraphExec_t> graph_for(int rows, bool feedback);
+  Status upload_inputs();
+};
+
+namespace cudarun {
+// Deterministic pseudo-random fills on the device (splitmix64 of seed and index).
+Status fill_bf16(uint16_t* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t s);
+Status fill_f32(float* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t s);
+Status fill_u8(uint8_t* p, size_t n, uint64_t seed, int lo, int hi, cudaStream_t s);
+}  // namespace cudarun
+
+}  // namespace gossamer

@@ -1,0 +1,441 @@
+#include "harmony/parser.h"
+
+#include <random>
+#include <utility>
+
+namespace gossamer::harmony {
+namespace {
+
+constexpr std::string_view kChannelMarker = "<|channel|>";
+constexpr std::string_view kConstrainMarker = "<|constrain|>";
+
+bool is_ascii_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if invalid/incomplete.
+size_t utf8_seq_len(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+  if (n == 0 || c > 0xF4 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 3 && ((c == 0xE0 && b(i + 1) < 0xA0) || (c == 0xED && b(i + 1) > 0x9F))) return 0;
+  if (n == 4 && ((c == 0xF0 && b(i + 1) < 0x90) || (c == 0xF4 && b(i + 1) > 0x8F))) return 0;
+  return n;
+}
+
+// Invalid bytes -> U+FFFD, so everything handed out is valid UTF-8.
+std::string sanitize_utf8(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_seq_len(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+std::string quoted(const std::string& s) {
+  constexpr size_t kMax = 120;
+  return "'" + (s.size() > kMax ? s.substr(0, kMax) + "..." : s) + "'";
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+const char* event_type_name(EventType t) {
+  switch (t) {
+    case EventType::kReasoningDelta:
+      return "reasoning_delta";
+    case EventType::kContentDelta:
+      return "content_delta";
+    case EventType::kToolCallStart:
+      return "tool_call_start";
+    case EventType::kToolCallArgumentsDelta:
+      return "tool_call_arguments_delta";
+    case EventType::kToolCallEnd:
+      return "tool_call_end";
+    case EventType::kMessageEnd:
+      return "message_end";
+  }
+  return "unknown";
+}
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
+    case FinishReason::kLength:
+      return "length";
+  }
+  return "none";
+}
+
+Result<StreamingParser> StreamingParser::create(std::shared_ptr<const Tokenizer> tok,
+                                                ParserOptions opt) {
+  if (!tok) return InvalidArgument("harmony parser: tokenizer is null");
+  Ids ids{};
+  const std::pair<const char*, int32_t*> need[] = {{"<|start|>", &ids.start},
+                                                   {"<|end|>", &ids.end},
+                                                   {"<|message|>", &ids.message},
+                                                   {"<|channel|>", &ids.channel},
+                                                   {"<|constrain|>", &ids.constrain},
+                                                   {"<|return|>", &ids.ret},
+                                                   {"<|call|>", &ids.call}};
+  for (const auto& [name, slot] : need) {
+    auto id = tok->special_id(name);
+    if (!id) return NotFound(std::string("harmony parser: tokenizer lacks special token ") + name);
+    *slot = *id;
+  }
+  if (opt.call_id_seed == 0) {
+    std::random_device rd;
+    opt.call_id_seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  return StreamingParser(std::move(tok), std::move(opt), ids);
+}
+
+StreamingParser::StreamingParser(std::shared_ptr<const Tokenizer> tok, ParserOptions opt, Ids ids)
+    : tok_(std::move(tok)),
+      opt_(std::move(opt)),
+      ids_(ids),
+      state_(opt_.starts_in_header ? State::kHeader : State::kExpectStart),
+      id_state_(opt_.call_id_seed) {}
+
+std::string StreamingParser::next_call_id() {
+  static constexpr char kAlphabet[] =
+      "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  std::string id = opt_.call_id_prefix;
+  for (int i = 0; i < 24; ++i) id.push_back(kAlphabet[splitmix64(id_state_) % 62]);
+  return id;
+}
+
+std::string StreamingParser::token_text(int32_t id) {
+  auto b = tok_->token_bytes(id);
+  return b.ok() ? sanitize_utf8(*b) : "#" + std::to_string(id);
+}
+
+void StreamingParser::emit(std::vector<ParserEvent>& ev, ParserEvent e) {
+  switch (e.type) {
+    case EventType::kReasoningDelta:
+      result_.reasoning += e.text;
+      break;
+    case EventType::kContentDelta:
+      result_.content += e.text;
+      break;
+    case EventType::kToolCallStart:
+      result_.tool_calls.push_back(ToolCall{e.call_id, e.text, ""});
+      break;
+    case EventType::kToolCallArgumentsDelta:
+      result_.tool_calls[static_cast<size_t>(e.tool_index)].arguments += e.text;
+      break;
+    case EventType::kToolCallEnd:
+    case EventType::kMessageEnd:
+      break;
+  }
+  ev.push_back(std::move(e));
+}
+
+void StreamingParser::emit_text(std::vector<ParserEvent>& ev, std::string text) {
+  if (text.empty()) return;
+  ParserEvent e;
+  e.text = std::move(text);
+  if (kind_ == Kind::kReasoning) {
+    e.type = EventType::kReasoningDelta;
+  } else if (kind_ == Kind::kToolCall) {
+    e.type = EventType::kToolCallArgumentsDelta;
+    e.tool_index = static_cast<int>(result_.tool_calls.size()) - 1;
+    e.call_id = result_.tool_calls.back().id;
+  } else {
+    e.type = EventType::kContentDelta;
+  }
+  emit(ev, std::move(e));
+}
+
+std::string StreamingParser::header_text() {
+  std::string raw;
+  for (int32_t id : header_ids_) {
+    auto b = tok_->token_bytes(id);
+    if (b.ok()) raw += *b;
+  }
+  return sanitize_utf8(raw);
+}
+
+StreamingParser::Header StreamingParser::parse_header(const std::string& text) {
+  Header h;
+  std::string s = text;
+  if (size_t pos = s.find(kChannelMarker); pos != std::string::npos) {
+    size_t begin = pos + kChannelMarker.size(), end = begin;
+    while (end < s.size() && !is_ascii_space(s[end]) && s[end] != '<') ++end;
+    h.channel = s.substr(begin, end - begin);
+    if (h.channel.empty()) warn("header has <|channel|> but no channel name");
+    s = s.substr(0, pos) + " " + s.substr(end);
+  }
+  std::string spaced;  // "to=x<|constrain|>json" -> "to=x <|constrain|>json"
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, kConstrainMarker.size(), kConstrainMarker) == 0) spaced.push_back(' ');
+    spaced.push_back(s[i]);
+  }
+  std::vector<std::string> parts, left;
+  for (size_t i = 0; i < spaced.size();) {
+    while (i < spaced.size() && is_ascii_space(spaced[i])) ++i;
+    size_t j = i;
+    while (j < spaced.size() && !is_ascii_space(spaced[j])) ++j;
+    if (j > i) parts.push_back(spaced.substr(i, j - i));
+    i = j;
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    if (i == 0 && p == "assistant") continue;
+    if (i == 0 && (p == "user" || p == "system" || p == "developer")) {
+      warn("model wrote a message with role " + quoted(p) + "; parsed as assistant");
+      continue;
+    }
+    if (p.rfind("to=", 0) == 0 && h.recipient.empty()) {
+      h.recipient = p.substr(3);
+    } else if (p.rfind(kConstrainMarker, 0) == 0 && h.content_type.empty()) {
+      h.content_type = p;
+    } else {
+      left.push_back(p);
+    }
+  }
+  if (h.content_type.empty() && !h.recipient.empty() && left.size() == 1) {
+    h.content_type = left[0];  // e.g. "to=functions.f json" without <|constrain|>
+    left.clear();
+  }
+  for (size_t i = 0; i < left.size(); ++i) h.leftover += (i ? " " : "") + left[i];
+  return h;
+}
+
+void StreamingParser::begin_message(const Header& h, std::vector<ParserEvent>& ev) {
+  state_ = State::kContent;
+  channel_ = h.channel;
+  decoder_.emplace(tok_);
+  static constexpr std::string_view kFunctions = "functions.";
+  if (!h.recipient.empty() && h.recipient != "all") {
+    if (h.recipient.rfind(kFunctions, 0) == 0 && h.recipient.size() > kFunctions.size()) {
+      kind_ = Kind::kToolCall;
+      ParserEvent e;
+      e.type = EventType::kToolCallStart;
+      e.text = h.recipient.substr(kFunctions.size());
+      e.call_id = next_call_id();
+      e.tool_index = static_cast<int>(result_.tool_calls.size());
+      emit(ev, std::move(e));
+    } else {
+      warn("unknown recipient " + quoted(h.recipient) + ": message treated as content");
+      kind_ = Kind::kContent;
+    }
+  } else if (h.channel == "analysis") {
+    kind_ = Kind::kReasoning;
+  } else if (h.channel == "final" || h.channel == "commentary") {
+    kind_ = Kind::kContent;
+  } else {
+    warn(h.channel.empty() ? std::string("message without a channel: treated as content")
+                           : "unknown channel " + quoted(h.channel) + ": treated as content");
+    kind_ = Kind::kContent;
+  }
+  if (!h.leftover.empty()) {
+    warn("unexpected words in message header kept as content: " + quoted(h.leftover));
+    ParserEvent e;
+    e.type = EventType::kContentDelta;
+    e.text = h.leftover;
+    emit(ev, std::move(e));
+  }
+}
+
+void StreamingParser::begin_implicit_content(std::vector<ParserEvent>& ev, const std::string& why) {
+  warn(why);
+  Header h;
+  h.channel = "final";  // degraded: treated like final content, no warning about the channel
+  begin_message(h, ev);
+  channel_.clear();
+}
+
+void StreamingParser::close_message(std::vector<ParserEvent>& ev) {
+  if (state_ != State::kContent) return;
+  emit_text(ev, decoder_->flush());
+  if (kind_ == Kind::kToolCall) {
+    ParserEvent e;
+    e.type = EventType::kToolCallEnd;
+    e.tool_index = static_cast<int>(result_.tool_calls.size()) - 1;
+    e.call_id = result_.tool_calls.back().id;
+    emit(ev, std::move(e));
+  }
+  ParserEvent end;
+  end.type = EventType::kMessageEnd;
+  end.channel = channel_;
+  emit(ev, std::move(end));
+  decoder_.reset();
+  state_ = State::kExpectStart;
+}
+
+void StreamingParser::header_abandoned(std::vector<ParserEvent>& ev, const std::string& why) {
+  std::string text = header_text();
+  header_ids_.clear();
+  state_ = State::kExpectStart;
+  if (text.empty()) return;
+  Header h = parse_header(text);
+  warn(why + " (header " + quoted(text) + ")");
+  if (h.leftover.empty()) return;
+  begin_implicit_content(ev, "header words kept as content: " + quoted(h.leftover));
+  channel_ = h.channel;
+  emit_text(ev, h.leftover);
+  close_message(ev);
+}
+
+void StreamingParser::on_expect_start(int32_t id, std::vector<ParserEvent>& ev) {
+  if (id == ids_.start) {
+    state_ = State::kHeader;
+    header_ids_.clear();
+  } else if (id == ids_.channel) {
+    warn("missing <|start|> before <|channel|>");
+    state_ = State::kHeader;
+    header_ids_.assign(1, id);
+  } else if (tok_->is_special(id)) {
+    warn("unexpected special token " + token_text(id) + " outside a message: dropped");
+  } else {
+    begin_implicit_content(ev, "text outside a message: treated as content");
+    on_content(id, ev);
+  }
+}
+
+void StreamingParser::on_header(int32_t id, std::vector<ParserEvent>& ev) {
+  if (id == ids_.message) {
+    Header h = parse_header(header_text());
+    header_ids_.clear();
+    begin_message(h, ev);
+  } else if (id == ids_.start) {
+    header_abandoned(ev, "<|start|> inside a message header");
+    state_ = State::kHeader;
+  } else if (id == ids_.end) {
+    header_abandoned(ev, "message ended before <|message|>");
+  } else {
+    header_ids_.push_back(id);
+    if (header_ids_.size() > opt_.max_header_tokens) {
+      std::string text = header_text();
+      header_ids_.clear();
+      begin_implicit_content(ev, "no <|message|> after " + std::to_string(opt_.max_header_tokens) +
+                                     " header tokens: header text treated as content");
+      emit_text(ev, text);
+    }
+  }
+}
+
+bool StreamingParser::on_content(int32_t id, std::vector<ParserEvent>& ev) {
+  if (id == ids_.end) {
+    close_message(ev);
+  } else if (id == ids_.start || id == ids_.channel) {
+    warn(token_text(id) + " before the message ended: message closed");
+    close_message(ev);
+    state_ = State::kHeader;
+    header_ids_.clear();
+    if (id == ids_.channel) header_ids_.push_back(id);
+  } else if (tok_->is_special(id)) {
+    warn("unexpected special token " + token_text(id) + " in message content: dropped");
+  } else {
+    auto text = decoder_->push(id);
+    if (!text.ok()) {
+      warn("token " + std::to_string(id) + ": " + text.status().message());
+    } else {
+      emit_text(ev, std::move(*text));
+    }
+  }
+  return false;
+}
+
+bool StreamingParser::on_stop(int32_t id, std::vector<ParserEvent>& ev) {
+  const bool call = id == ids_.call;
+  if (state_ == State::kContent) {
+    if (call && kind_ != Kind::kToolCall) warn("<|call|> ended a message that is not a tool call");
+    if (!call && kind_ == Kind::kToolCall) warn("<|return|> ended a tool call message");
+    close_message(ev);
+  } else if (state_ == State::kHeader) {
+    header_abandoned(ev, "generation stopped inside a message header");
+  }
+  state_ = State::kExpectStart;
+  result_.stopped = true;
+  if (!call) after_return_ = true;
+  return true;
+}
+
+bool StreamingParser::push(int32_t id, std::vector<ParserEvent>& ev) {
+  if (finished_) {
+    warn("token " + std::to_string(id) + " pushed after finish(): ignored");
+    return false;
+  }
+  if (id < 0 || id >= tok_->vocab_size()) {
+    warn("token id " + std::to_string(id) + " is outside the vocabulary: dropped");
+    return false;
+  }
+  if (result_.stopped && !warned_after_end_ &&
+      (after_return_ || (state_ == State::kExpectStart && id != ids_.start))) {
+    warn("tokens after the end of generation");
+    warned_after_end_ = true;
+  }
+  if (id == ids_.ret || id == ids_.call) return on_stop(id, ev);
+  switch (state_) {
+    case State::kExpectStart:
+      on_expect_start(id, ev);
+      break;
+    case State::kHeader:
+      on_header(id, ev);
+      break;
+    case State::kContent:
+      on_content(id, ev);
+      break;
+  }
+  return false;
+}
+
+void StreamingParser::finish(std::vector<ParserEvent>& ev) {
+  if (finished_) return;
+  finished_ = true;
+  if (state_ == State::kContent) {
+    if (!result_.stopped && kind_ == Kind::kToolCall) {
+      warn("generation ended inside a tool call: arguments may be incomplete");
+    }
+    close_message(ev);
+  } else if (state_ == State::kHeader) {
+    header_abandoned(ev, "generation ended inside a message header");
+  }
+  result_.truncated = !result_.stopped;
+  if (!result_.stopped) {
+    result_.finish = FinishReason::kLength;
+  } else {
+    result_.finish = result_.tool_calls.empty() ? FinishReason::kStop : FinishReason::kToolCalls;
+  }
+  result_.reasoning_only =
+      result_.content.empty() && result_.tool_calls.empty() && !result_.reasoning.empty();
+}
+
+Result<ParseResult> parse_completion(const std::vector<int32_t>& ids,
+                                     std::shared_ptr<const Tokenizer> tok, ParserOptions opt) {
+  GS_ASSIGN_OR_RETURN(StreamingParser p, StreamingParser::create(std::move(tok), std::move(opt)));
+  std::vector<ParserEvent> ev;
+  for (int32_t id : ids) {
+    p.push(id, ev);
+    ev.clear();
+  }
+  p.finish(ev);
+  return p.result();
+}
+
+}  // namespace gossamer::harmony

@@ -1,0 +1,25 @@
+// The gemv case table (gpt-oss shapes): drives gemv_test and gemv_bench.
+#pragma once
+
+namespace gossamer::kern {
+
+struct GemvCase {
+  const char* name;
+  int rows, cols, batch;
+  bool accumulate, argmax;
+  bool in_test;  // the lm_head-sized cases are bench-only (the fp64 CPU reference is slow)
+};
+
+inline constexpr GemvCase kGemvCases[] = {
+    {"tiny 40x64 b1", 40, 64, 1, false, true, true},
+    {"o_proj 120b 2880x4096 b1 +res", 2880, 4096, 1, true, false, true},
+    {"o_proj 20b 2880x4096 b3 +res", 2880, 4096, 3, true, false, true},
+    {"router 120b 128x2880 b1", 128, 2880, 1, false, false, true},
+    {"router 20b 32x2880 b8", 32, 2880, 8, false, false, true},
+    {"odd 1001x136 b13 argmax", 1001, 136, 13, false, true, true},
+    {"o_proj 2880x4096 b64", 2880, 4096, 64, true, false, true},
+    {"lm_head 201088x2880 b1 argmax", 201088, 2880, 1, false, true, false},
+    {"lm_head 201088x2880 b8", 201088, 2880, 8, false, false, false},
+};
+
+}  // namespace gossamer::kern

@@ -1,0 +1,79 @@
+// gemv_bf16w_f32a<BT>: 256 threads = 8 warps per block, each warp RPW=2 consecutive weight rows
+// (16 rows per block, grid.x = ceil(rows/16)); grid.y tiles the batch by BT. Each lane loads
+// 16 B of weights per row per step (see common/gemv_core.cuh). Epilogue: lane 0 of each warp
+// adds bias, writes or accumulates y; with argmax, a block-wide max per batch row in shared
+// memory, then one 64-bit atomicMax per block and batch row.
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/gemv_core.cuh"
+#include "kernels/gemv/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+constexpr int kWarps = 8, kRpw = 2, kRowsPerBlock = kWarps * kRpw;
+
+template <int BT>
+__global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p) {
+  static_assert(BT >= 1 && BT <= 8, "batch tile 1..8");
+  __shared__ unsigned long long best[BT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
+  const int r0 = blockIdx.x * kRowsPerBlock + warp * kRpw;
+  if (p.argmax && threadIdx.x < BT) best[threadIdx.x] = 0ull;
+  const uint16_t* rows[kRpw];
+#pragma unroll
+  for (int r = 0; r < kRpw; ++r) {
+    rows[r] = p.w + static_cast<size_t>(min(r0 + r, p.rows - 1)) * p.cols;  // clamp: discarded
+  }
+  float acc[kRpw][BT];
+  warp_gemv_bf16<BT, kRpw>(rows, p.cols, p.x + static_cast<size_t>(b0) * p.cols, nb, acc);
+  if (p.argmax) __syncthreads();
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kRpw; ++r) {
+      const int row = r0 + r;
+      if (row >= p.rows) continue;
+      const float bias = p.bias ? p.bias[row] : 0.f;
+#pragma unroll
+      for (int b = 0; b < BT; ++b) {
+        if (b >= nb) continue;
+        const float v = acc[r][b] + bias;
+        if (p.y) {
+          float* dst = p.y + static_cast<size_t>(b0 + b) * p.ldy + row;
+          *dst = p.accumulate ? *dst + v : v;
+        }
+        if (p.argmax && !isnan(v)) atomicMax(&best[b], argmax_key(v, row));
+      }
+    }
+  }
+  if (p.argmax) {
+    __syncthreads();
+    if (threadIdx.x < nb) atomicMax(p.argmax + b0 + threadIdx.x, best[threadIdx.x]);
+  }
+}
+
+template <int BT>
+Status launch_bt(const GemvParams& p, cudaStream_t s) {
+  dim3 grid((p.rows + kRowsPerBlock - 1) / kRowsPerBlock, (p.batch + BT - 1) / BT);
+  gemv_bf16w_f32a<BT><<<grid, kWarps * 32, 0, s>>>(p);
+  return launch_status("gemv_bf16w_f32a");
+}
+
+}  // namespace
+
+const char* gemv_variant(int batch) {
+  return batch <= 1   ? "gemv_bf16w_f32a<BT=1>"
+         : batch <= 2 ? "gemv_bf16w_f32a<BT=2>"
+         : batch <= 4 ? "gemv_bf16w_f32a<BT=4>"
+                      : "gemv_bf16w_f32a<BT=8>";
+}
+
+Status launch_gemv(const GemvParams& p, cudaStream_t s) {
+  GS_RETURN_IF_ERROR(p.validate());
+  if (p.batch <= 1) return launch_bt<1>(p, s);
+  if (p.batch <= 2) return launch_bt<2>(p, s);
+  if (p.batch <= 4) return launch_bt<4>(p, s);
+  return launch_bt<8>(p, s);
+}
+
+}  // namespace gossamer::kern

@@ -1,0 +1,22 @@
+// The MoE case table (drives moe_test and moe_bench).
+#pragma once
+
+namespace gossamer::kern {
+
+struct MoeCase {
+  const char* name;
+  int batch, k, hidden, inter, n_experts;
+  bool in_test;
+};
+
+inline constexpr MoeCase kMoeCases[] = {
+    {"tiny b1 k2 64x32 E4", 1, 2, 64, 32, 4, true},
+    {"gpt-oss shapes b1 k4 2880x2880 E8", 1, 4, 2880, 2880, 8, true},
+    {"b5 k4 2880x2880 E8", 5, 4, 2880, 2880, 8, true},
+    {"odd b3 k3 96x160 E5", 3, 3, 96, 160, 5, true},
+    {"b64 k4 256x128 E16", 64, 4, 256, 128, 16, true},
+    {"120b layer b1 k4 E128", 1, 4, 2880, 2880, 128, false},
+    {"120b layer b8 k4 E128", 8, 4, 2880, 2880, 128, false},
+};
+
+}  // namespace gossamer::kern

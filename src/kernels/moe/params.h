@@ -1,0 +1,59 @@
+// MoE expert GEMVs over MXFP4 weights that read only the routed experts.
+//  gate_up (+ clamped SwiGLU), per row b and routed slot j < k, e = ids[b, j]:
+//    gu = W_gu[e] x[b] + b_gu[e]          W_gu[e]: [2I, H] MXFP4 (rows interleaved gate/up)
+//    act[b, j, i] = (clamp(gu[2i+1], -L, L) + 1) * g * sigmoid(alpha g),  g = min(gu[2i], L)
+//  down (+ routing-weighted sum + bias + residual add):
+//    resid[b] += sum_j w[b, j] * (W_dn[e] act[b, j] + b_dn[e])   W_dn[e]: [H, I] MXFP4
+// MXFP4 layout (gpt-oss): blocks [E, rows, cols/32, 16] u8 (low nibble = even element),
+// scales [E, rows, cols/32] u8 E8M0.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gossamer::kern {
+
+struct MoeGateUpParams {
+  const uint8_t* blocks = nullptr;  // [E, 2I, H/32, 16]
+  const uint8_t* scales = nullptr;  // [E, 2I, H/32]
+  const float* bias = nullptr;      // [E, 2I] f32
+  const float* x = nullptr;         // [batch, H] f32 (normed)
+  const int32_t* ids = nullptr;     // [batch, k]
+  float* act = nullptr;             // [batch, k, I] f32
+  int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
+  float alpha = 1.702f, limit = 7.0f;
+  Status validate() const;
+};
+
+struct MoeDownParams {
+  const uint8_t* blocks = nullptr;  // [E, H, I/32, 16]
+  const uint8_t* scales = nullptr;  // [E, H, I/32]
+  const float* bias = nullptr;      // [E, H] f32
+  const float* act = nullptr;       // [batch, k, I] f32
+  const int32_t* ids = nullptr;     // [batch, k]
+  const float* weights = nullptr;   // [batch, k]
+  float* resid = nullptr;           // [batch, H] f32, accumulated into
+  int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
+  Status validate() const;
+};
+
+// Kernels moe_gate_up_swiglu_mxfp4w_f32a and moe_down_mxfp4w_f32a.
+Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t stream);
+Status launch_moe_down(const MoeDownParams& p, cudaStream_t stream);
+
+// fp64 references (host copies of the same buffers).
+std::vector<double> moe_gate_up_ref(const std::vector<uint8_t>& blocks,
+                                    const std::vector<uint8_t>& scales,
+                                    const std::vector<float>& bias, const std::vector<float>& x,
+                                    const std::vector<int32_t>& ids, const MoeGateUpParams& shape);
+std::vector<double> moe_down_ref(const std::vector<uint8_t>& blocks,
+                                 const std::vector<uint8_t>& scales, const std::vector<float>& bias,
+                                 const std::vector<float>& act, const std::vector<int32_t>& ids,
+                                 const std::vector<float>& weights,
+                                 const std::vector<float>& resid0, const MoeDownParams& shape);
+
+}  // namespace gossamer::kern

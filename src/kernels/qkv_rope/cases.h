@@ -1,0 +1,20 @@
+// The qkv_rope case table: drives qkv_rope_test and qkv_rope_bench.
+#pragma once
+
+namespace gossamer::kern {
+
+struct QkvRopeCase {
+  const char* name;
+  int batch, hidden, n_heads, n_kv_heads;
+  int max_pos;  // positions drawn from [0, max_pos)
+};
+
+inline constexpr QkvRopeCase kQkvRopeCases[] = {
+    {"tiny b1 h64 4/2", 1, 64, 4, 2, 40},
+    {"120b b1 2880 64/8", 1, 2880, 64, 8, 131072},
+    {"20b b3 2880 64/8", 3, 2880, 64, 8, 5000},
+    {"batch b11 512 8/2", 11, 512, 8, 2, 300},
+    {"batch b64 2880 64/8", 64, 2880, 64, 8, 1000},
+};
+
+}  // namespace gossamer::kern

@@ -1,0 +1,49 @@
+// Fused QKV projection for decode: one bf16 GEMV over the concatenated [Wq; Wk; Wv] rows, + bias,
+// YaRN RoPE (half-split rotation) on q and k, q written as fp32, k and v written as bf16 into a
+// paged KV cache.
+//   qkv[b] = Wqkv x[b] + bias                         (rows: nh*64 q, kvh*64 k, kvh*64 v)
+//   q[b, h, :] = rope(qkv_q[b, h, :], pos[b]);  cache_k[slot(b)] = rope(k), cache_v[slot(b)] = v
+// Paged cache layout (per layer): [num_blocks, kv_heads, block_size, 64] bf16;
+// slot(b) = (block_table[b * max_blocks + pos[b] / block_size], pos[b] % block_size).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gossamer::kern {
+
+inline constexpr int kHeadDim = 64;
+
+struct QkvRopeParams {
+  const uint16_t* w = nullptr;     // [(nh + 2 kvh) * 64, hidden] bf16
+  const float* bias = nullptr;     // [(nh + 2 kvh) * 64] f32 (may be null)
+  const float* x = nullptr;        // [batch, hidden] f32 (normed activations)
+  const int32_t* pos = nullptr;    // [batch] position of each row's token (device)
+  const int32_t* block_table = nullptr;  // [seqs, max_blocks] physical block ids (device)
+  const int32_t* row_seq = nullptr;  // [batch] table row of each activation row; null: identity
+  float* q = nullptr;              // [batch, nh, 64] f32 out
+  uint16_t* k_cache = nullptr;     // [num_blocks, kvh, block_size, 64] bf16
+  uint16_t* v_cache = nullptr;     // same
+  int batch = 0, hidden = 0, n_heads = 0, n_kv_heads = 0;
+  int block_size = 16, max_blocks = 0, num_blocks = 0;
+  double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
+  float rope_scale = 1.f;             // multiplies cos and sin (YaRN attention scaling)
+  Status validate() const;
+};
+
+// Kernel qkv_rope_bf16w_f32a<BT>.
+Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t stream);
+const char* qkv_rope_variant(int batch);
+
+// fp64 reference. Returns q [batch, nh, 64]; k_out/v_out receive [batch, kvh, 64] (the values the
+// kernel must have written into the cache slots).
+std::vector<double> qkv_rope_ref(const std::vector<uint16_t>& w, const std::vector<float>& bias,
+                                 const std::vector<float>& x, const std::vector<int32_t>& pos,
+                                 const QkvRopeParams& shape, std::vector<double>* k_out,
+                                 std::vector<double>* v_out);
+
+}  // namespace gossamer::kern

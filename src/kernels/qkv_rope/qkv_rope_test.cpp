@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/numerics.h"
+#include "kernels/common/testing.h"
+#include "kernels/qkv_rope/cases.h"
+#include "kernels/qkv_rope/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+using testing::DevBuf;
+
+// gpt-oss-like YaRN frequencies (theta 150000, factor 32, beta 32/1, original ctx 4096).
+void fill_yarn(QkvRopeParams* p) {
+  const double theta = 150000, factor = 32, d = kHeadDim;
+  auto corr = [&](double rot) { return d * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(theta)); };
+  const double lo = corr(32), hi = corr(1);
+  for (int i = 0; i < kHeadDim / 2; ++i) {
+    const double ex = std::pow(theta, -2.0 * i / d);
+    const double ramp = std::fmin(std::fmax((i - lo) / (hi - lo), 0.0), 1.0);
+    p->inv_freq[i] = ex / factor * ramp + ex * (1 - ramp);
+  }
+  p->rope_scale = static_cast<float>(0.1 * std::log(factor) + 1);
+}
+
+TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope"));
+  for (const auto& c : kQkvRopeCases) {
+    const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16, max_blocks = 4;
+    const int num_blocks = c.batch * max_blocks;
+    QkvRopeParams p;
+    p.batch = c.batch; p.hidden = c.hidden; p.n_heads = c.n_heads; p.n_kv_heads = c.n_kv_heads;
+    p.block_size = bs; p.max_blocks = max_blocks; p.num_blocks = num_blocks;
+    fill_yarn(&p);
+    const size_t nw = static_cast<size_t>(units) * kHeadDim * c.hidden;
+    auto w = testing::rand_bf16(rng, nw, -0.1f, 0.1f);
+    auto bias = testing::rand_f32(rng, static_cast<size_t>(units) * kHeadDim, -0.5f, 0.5f);
+    auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.hidden, -1.f, 1.f);
+    // Positions: within the 4 logical blocks' reach of the table but offset by a large base
+    // handled through the table (block index pos / bs must be < max_blocks).
+    std::vector<int32_t> pos(c.batch), table(static_cast<size_t>(c.batch) * max_blocks);
+    std::uniform_int_distribution<int> dpos(0, max_blocks * bs - 1);
+    for (int b = 0; b < c.batch; ++b) pos[b] = dpos(rng);
+    // Random permutation of physical blocks: every (row, logical block) gets a distinct one.
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::shuffle(table.begin(), table.end(), rng);
+    DevBuf<uint16_t> dw(nw), dk(static_cast<size_t>(num_blocks) * c.n_kv_heads * bs * kHeadDim),
+        dv(dk.size());
+    DevBuf<float> db(bias.size()), dx(x.size()), dq(static_cast<size_t>(c.batch) * c.n_heads * kHeadDim);
+    DevBuf<int32_t> dpos_(pos.size()), dt(table.size());
+    dw.upload(w); db.upload(bias); dx.upload(x); dpos_.upload(pos); dt.upload(table);
+    dq.poison(); dk.poison(); dv.poison();
+    p.w = dw.get(); p.bias = db.get(); p.x = dx.get(); p.pos = dpos_.get(); p.block_table = dt.get();
+    p.q = dq.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
+    ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<double> kref, vref;
+    const auto qref = qkv_rope_ref(w, bias, x, pos, p, &kref, &vref);
+    const double eq = testing::rel_err(dq.download(), qref);
+    // Gather the written cache slots.
+    const auto kc = dk.download(), vc = dv.download();
+    std::vector<float> kg(kref.size()), vg(vref.size());
+    for (int b = 0; b < c.batch; ++b) {
+      const int blk = table[static_cast<size_t>(b) * max_blocks + pos[b] / bs];
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        for (int d = 0; d < kHeadDim; ++d) {
+          const size_t src = ((static_cast<size_t>(blk) * c.n_kv_heads + h) * bs + pos[b] % bs) * kHeadDim + d;
+          const size_t dst = (static_cast<size_t>(b) * c.n_kv_heads + h) * kHeadDim + d;
+          kg[dst] = bf16_to_float(kc[src]);
+          vg[dst] = bf16_to_float(vc[src]);
+        }
+    }
+    const double ek = testing::rel_err(kg, kref), ev = testing::rel_err(vg, vref);
+    std::printf("qkv_rope %-24s rel_err q %.3g k %.3g v %.3g\n", c.name, eq, ek, ev);
+    EXPECT_LT(eq, 1e-5) << c.name;
+    EXPECT_LT(ek, 4e-3) << c.name;  // bf16 cache: rounding ~2^-9 relative
+    EXPECT_LT(ev, 4e-3) << c.name;
+  }
+}
+
+TEST(QkvRope, LargePositionsKeepRopeAccurate) {
+  // Positions ~1e5 through a table with enough logical blocks.
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope large pos"));
+  QkvRopeParams p;
+  p.batch = 2; p.hidden = 64; p.n_heads = 2; p.n_kv_heads = 1; p.block_size = 16;
+  p.max_blocks = 131072 / 16; p.num_blocks = 2;
+  fill_yarn(&p);
+  const int units = 4;
+  auto w = testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * 64, -0.5f, 0.5f);
+  auto x = testing::rand_f32(rng, 2 * 64, -1.f, 1.f);
+  std::vector<int32_t> pos = {131071, 99999};
+  std::vector<int32_t> table(static_cast<size_t>(2) * p.max_blocks, 0);
+  table[pos[0] / 16] = 0;
+  table[p.max_blocks + pos[1] / 16] = 1;
+  DevBuf<uint16_t> dw(w.size()), dk(2 * 16 * 64), dv(2 * 16 * 64);
+  DevBuf<float> dx(x.size()), dq(2 * 2 * 64);
+  DevBuf<int32_t> dp(2), dt(table.size());
+  dw.upload(w); dx.upload(x); dp.upload(pos); dt.upload(table);
+  p.w = dw.get(); p.x = dx.get(); p.pos = dp.get(); p.block_table = dt.get(); p.q = dq.get();
+  p.k_cache = dk.get(); p.v_cache = dv.get();
+  ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
+  std::vector<double> kref, vref;
+  const auto qref = qkv_rope_ref(w, {}, x, pos, p, &kref, &vref);
+  const double e = testing::rel_err(dq.download(), qref);
+  std::printf("qkv_rope large positions rel_err q %.3g\n", e);
+  EXPECT_LT(e, 1e-5);
+}
+
+TEST(QkvRope, RejectsBadParams) {
+  QkvRopeParams p;
+  EXPECT_FALSE(p.validate().ok());
+}
+
+}  // namespace
+}  // namespace gossamer::kern

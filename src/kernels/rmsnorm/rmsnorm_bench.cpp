@@ -1,0 +1,22 @@
+#include <cstdio>
+
+#include "kernels/common/testing.h"
+#include "kernels/rmsnorm/cases.h"
+#include "kernels/rmsnorm/params.h"
+
+int main() {
+  using namespace gossamer::kern;
+  const double ceil = testing::copy_ceiling_gbs();
+  std::printf("rmsnorm_f32a_bf16w (copy ceiling %.0f GB/s)\n", ceil);
+  for (const auto& c : kRmsNormCases) {
+    const size_t n = static_cast<size_t>(c.rows) * c.dim;
+    testing::DevBuf<float> x(n), y(n);
+    testing::DevBuf<uint16_t> w(c.dim);
+    cudaMemset(x.get(), 0, x.bytes());
+    cudaMemset(w.get(), 0, w.bytes());
+    RmsNormParams p{x.get(), w.get(), nullptr, y.get(), c.rows, c.dim, 1e-5f};
+    const double ms = testing::time_ms([&] { (void)launch_rmsnorm(p, 0); }, 200);
+    testing::print_bench_line(std::string("rmsnorm ") + c.name, 8.0 * n + 2.0 * c.dim, ms, ceil);
+  }
+  return 0;
+}

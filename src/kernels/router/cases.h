@@ -1,0 +1,16 @@
+// The router top-k case table.
+#pragma once
+
+namespace gossamer::kern {
+
+struct TopkCase {
+  const char* name;
+  int batch, n_experts, k;
+};
+
+inline constexpr TopkCase kTopkCases[] = {
+    {"120b b1 128/4", 1, 128, 4}, {"20b b7 32/4", 7, 32, 4}, {"b64 128/4", 64, 128, 4},
+    {"odd b3 5/2", 3, 5, 2},      {"k8 b2 256/8", 2, 256, 8},
+};
+
+}  // namespace gossamer::kern

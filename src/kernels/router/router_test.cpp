@@ -1,0 +1,43 @@
+#include <gtest/gtest.h>
+
+#include "kernels/common/testing.h"
+#include "kernels/router/cases.h"
+#include "kernels/router/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+using testing::DevBuf;
+
+TEST(TopkSoftmax, MatchesReference) {
+  std::mt19937_64 rng(testing::fresh_seed("topk"));
+  for (const auto& c : kTopkCases) {
+    auto logits = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.n_experts, -3.f, 3.f);
+    // Exact ties (values repeated) must resolve to the lower index, as torch.topk does.
+    if (c.n_experts > 4) logits[3] = logits[1] = 10.f;
+    DevBuf<float> dl(logits.size()), dw(static_cast<size_t>(c.batch) * c.k);
+    DevBuf<int32_t> di(static_cast<size_t>(c.batch) * c.k);
+    dl.upload(logits);
+    dw.poison();
+    di.poison();
+    TopkParams p{dl.get(), di.get(), dw.get(), c.batch, c.n_experts, c.k};
+    ASSERT_TRUE(launch_topk_softmax(p, 0).ok());
+    std::vector<int32_t> ids;
+    std::vector<double> w;
+    topk_softmax_ref(logits, c.batch, c.n_experts, c.k, &ids, &w);
+    EXPECT_EQ(di.download(), ids) << c.name;
+    const double err = testing::rel_err(dw.download(), w);
+    std::printf("topk %-16s rel_err %.3g\n", c.name, err);
+    EXPECT_LT(err, 1e-6) << c.name;
+  }
+}
+
+TEST(TopkSoftmax, RejectsBadParams) {
+  float l = 0, w = 0;
+  int32_t i = 0;
+  TopkParams p{&l, &i, &w, 1, 4, 5};
+  EXPECT_FALSE(p.validate().ok());
+}
+
+}  // namespace
+}  // namespace gossamer::kern

@@ -1,0 +1,405 @@
+// safetensors header parsing/validation and the mmap-backed TensorStore.
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace gossamer {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// RAII read-only mapping of a whole file (no mapping for an empty file).
+class MappedFile {
+ public:
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      std::string m = path + ": cannot open: " + std::strerror(err);
+      return err == ENOENT ? NotFound(m) : IoError(m);
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return IoError(path + ": not a regular file");
+    }
+    auto f = std::unique_ptr<MappedFile>(new MappedFile);
+    f->path_ = path;
+    f->size_ = static_cast<size_t>(st.st_size);
+    if (f->size_ > 0) {
+      void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        return IoError(path + ": mmap failed: " + std::strerror(err));
+      }
+      f->data_ = static_cast<const uint8_t*>(p);
+    }
+    ::close(fd);
+    return f;
+  }
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// A non-negative JSON integer that fits in int64.
+bool get_u63(const json& v, uint64_t* out) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    *out = v.get<uint64_t>();
+  } else {
+    const int64_t i = v.get<int64_t>();
+    if (i < 0) return false;
+    *out = static_cast<uint64_t>(i);
+  }
+  return *out <= static_cast<uint64_t>(INT64_MAX);
+}
+
+// Parses one tensor entry (everything but the data-region range checks).
+Status parse_entry(const std::string& name, const json& v, TensorEntry* e) {
+  const std::string where = "tensor '" + name + "'";
+  if (!v.is_object()) return Corrupt(where + ": header entry is not an object");
+  if (!v.contains("dtype") || !v["dtype"].is_string()) {
+    return Corrupt(where + ": 'dtype' is missing or not a string");
+  }
+  auto dt = parse_dtype(v["dtype"].get<std::string>());
+  if (!dt.ok()) return dt.status().With(where);
+  e->name = name;
+  e->dtype = *dt;
+  if (!v.contains("shape") || !v["shape"].is_array()) {
+    return Corrupt(where + ": 'shape' is missing or not an array");
+  }
+  uint64_t numel = 1;
+  for (const json& d : v["shape"]) {
+    uint64_t n = 0;
+    if (!get_u63(d, &n)) return Corrupt(where + ": shape entry " + d.dump() + " is not a size");
+    if (__builtin_mul_overflow(numel, n, &numel) || numel > static_cast<uint64_t>(INT64_MAX)) {
+      return Corrupt(where + ": shape " + v["shape"].dump() + " overflows");
+    }
+    e->shape.push_back(static_cast<int64_t>(n));
+  }
+  const json* off = v.contains("data_offsets") ? &v["data_offsets"] : nullptr;
+  if (off == nullptr || !off->is_array() || off->size() != 2 || !get_u63((*off)[0], &e->begin) ||
+      !get_u63((*off)[1], &e->end)) {
+    return Corrupt(where + ": 'data_offsets' must be [begin, end] non-negative integers");
+  }
+  if (e->end < e->begin) {
+    return Corrupt(where + ": data_offsets [" + std::to_string(e->begin) + ", " +
+                   std::to_string(e->end) + "] end before begin");
+  }
+  uint64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e->dtype)), &nbytes) ||
+      e->end - e->begin != nbytes) {
+    return Corrupt(where + ": data_offsets [" + std::to_string(e->begin) + ", " +
+                   std::to_string(e->end) + "] hold " + std::to_string(e->end - e->begin) +
+                   " bytes but dtype " + dtype_name(e->dtype) + " shape " + shape_str(e->shape) +
+                   " needs " + std::to_string(nbytes));
+  }
+  return Status::Ok();
+}
+
+Status parse_metadata(const json& v, std::map<std::string, std::string>* out) {
+  if (!v.is_object()) return Corrupt("'__metadata__' is not an object");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_string()) {
+      return Corrupt("'__metadata__' value for key '" + it.key() + "' is not a string");
+    }
+    (*out)[it.key()] = it.value().get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// Range and overlap checks of all entries against a data region of `data_size` bytes.
+Status check_layout(std::vector<TensorEntry> entries, uint64_t data_start, uint64_t data_size) {
+  for (const TensorEntry& e : entries) {
+    if (e.end > data_size) {
+      return Corrupt("tensor '" + e.name + "': data_offsets [" + std::to_string(e.begin) + ", " +
+                     std::to_string(e.end) + "] run past the end of the data region (" +
+                     std::to_string(data_size) + " bytes; file offset " +
+                     std::to_string(data_start + e.end) + " > file size " +
+                     std::to_string(data_start + data_size) + ")");
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const TensorEntry* prev = nullptr;
+  for (const TensorEntry& e : entries) {
+    if (e.begin == e.end) continue;  // empty tensors occupy no bytes
+    if (prev != nullptr && e.begin < prev->end) {
+      return Corrupt("tensors '" + prev->name + "' [" + std::to_string(prev->begin) + ", " +
+                     std::to_string(prev->end) + ") and '" + e.name + "' [" +
+                     std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     ") overlap (data-region byte offset " + std::to_string(e.begin) + ")");
+    }
+    prev = &e;
+  }
+  return Status::Ok();
+}
+
+Result<json> parse_header_json(const char* p, size_t n, std::string* duplicate) {
+  // Top-level keys repeated in the header would silently shadow each other: detect them.
+  std::set<std::string> seen;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+      if (!seen.insert(parsed.get<std::string>()).second && duplicate->empty()) {
+        *duplicate = parsed.get<std::string>();
+      }
+    }
+    return true;
+  };
+  try {
+    return json::parse(p, p + n, cb);
+  } catch (const json::parse_error& e) {
+    return Corrupt("header is not valid JSON (near file byte offset " + std::to_string(8 + e.byte) +
+                   "): " + e.what());
+  } catch (const json::exception& e) {
+    return Corrupt(std::string("header is not valid JSON: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Result<DType> parse_dtype(const std::string& s) {
+  static constexpr struct {
+    const char* name;
+    DType dtype;
+  } kNames[] = {{"BF16", DType::kBF16}, {"F16", DType::kF16},        {"F32", DType::kF32},
+                {"F64", DType::kF64},   {"U8", DType::kU8},          {"I8", DType::kI8},
+                {"I16", DType::kI16},   {"I32", DType::kI32},        {"I64", DType::kI64},
+                {"BOOL", DType::kBool}, {"F8_E4M3", DType::kF8E4M3}, {"F8_E5M2", DType::kF8E5M2}};
+  for (const auto& n : kNames) {
+    if (s == n.name) return n.dtype;
+  }
+  return Unsupported("unknown or unsupported dtype '" + s + "'");
+}
+
+Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* bytes, size_t size,
+                                                   const std::string& source) {
+  if (size < 8) {
+    return Corrupt(source + ": file is " + std::to_string(size) +
+                   " bytes, too short for the 8-byte header length");
+  }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > kMaxSafetensorsHeader) {
+    return Corrupt(source + ": header length " + std::to_string(n) + " (byte offset 0) exceeds " +
+                   std::to_string(kMaxSafetensorsHeader));
+  }
+  if (n > size - 8) {
+    return Corrupt(source + ": header length " + std::to_string(n) + " (byte offset 0) runs past " +
+                   "the end of the file (" + std::to_string(size) + " bytes)");
+  }
+  if (n < 2 || bytes[8] != '{')
+    return Corrupt(source + ": header (byte offset 8) is not a JSON object");
+  std::string dup;
+  auto root = parse_header_json(reinterpret_cast<const char*>(bytes + 8), n, &dup);
+  if (!root.ok()) return root.status().With(source);
+  if (!root->is_object()) return Corrupt(source + ": header (byte offset 8) is not a JSON object");
+  if (!dup.empty()) return Corrupt(source + ": tensor '" + dup + "' appears twice in the header");
+  SafetensorsHeader h;
+  h.data_start = 8 + n;
+  for (auto it = root->begin(); it != root->end(); ++it) {
+    if (it.key() == "__metadata__") {
+      GS_RETURN_IF_ERROR(parse_metadata(it.value(), &h.metadata).With(source));
+      continue;
+    }
+    TensorEntry e;
+    GS_RETURN_IF_ERROR(parse_entry(it.key(), it.value(), &e).With(source));
+    h.tensors.push_back(std::move(e));
+  }
+  GS_RETURN_IF_ERROR(check_layout(h.tensors, h.data_start, size - h.data_start).With(source));
+  return h;
+}
+
+Result<std::map<std::string, std::string>> parse_safetensors_index(const std::string& text,
+                                                                   const std::string& source) {
+  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return Corrupt(source + ": not a JSON object");
+  }
+  if (!root.contains("weight_map") || !root["weight_map"].is_object()) {
+    return Corrupt(source + ": 'weight_map' is missing or not an object");
+  }
+  std::map<std::string, std::string> map;
+  for (auto it = root["weight_map"].begin(); it != root["weight_map"].end(); ++it) {
+    const std::string where = source + ": weight_map['" + it.key() + "']";
+    if (!it.value().is_string()) return Corrupt(where + " is not a string");
+    const std::string f = it.value().get<std::string>();
+    if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos ||
+        f.find('\\') != std::string::npos) {
+      return Corrupt(where + " = '" + f + "' is not a plain file name");
+    }
+    map[it.key()] = f;
+  }
+  return map;
+}
+
+// ---- TensorStore -------------------------------------------------------------------------
+
+TensorStore::~TensorStore() = default;
+
+Status TensorStore::add_file(const std::string& path) {
+  GS_ASSIGN_OR_RETURN(auto mf, MappedFile::open(path));
+  GS_ASSIGN_OR_RETURN(SafetensorsHeader h, parse_safetensors_header(mf->data(), mf->size(), path));
+  const size_t index = maps_.size();
+  for (const TensorEntry& e : h.tensors) {
+    auto it = tensors_.find(e.name);
+    if (it != tensors_.end()) {
+      return Corrupt("tensor '" + e.name + "' appears in both " + maps_[it->second.file]->path() +
+                     " and " + path);
+    }
+  }
+  for (TensorEntry& e : h.tensors) {
+    Located loc;
+    loc.file = index;
+    loc.ref.dtype = e.dtype;
+    loc.ref.shape = std::move(e.shape);
+    loc.ref.data = mf->data() + h.data_start + e.begin;
+    tensors_.emplace(e.name, std::move(loc));
+  }
+  maps_.push_back(std::move(mf));
+  metadata_.push_back(std::move(h.metadata));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<TensorStore>> TensorStore::open_file(const std::string& path) {
+  return open_files({path});
+}
+
+Result<std::unique_ptr<TensorStore>> TensorStore::open_files(
+    const std::vector<std::string>& paths) {
+  auto store = std::unique_ptr<TensorStore>(new TensorStore);
+  for (const std::string& p : paths) GS_RETURN_IF_ERROR(store->add_file(p));
+  return store;
+}
+
+namespace {
+
+Result<std::string> read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return IoError(p.string() + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorStore>> TensorStore::open_dir(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  if (!fs::is_directory(d, ec)) return NotFound(dir + ": not a directory");
+  const fs::path index = d / "model.safetensors.index.json";
+  if (fs::exists(index, ec)) {
+    GS_ASSIGN_OR_RETURN(std::string text, read_text(index));
+    GS_ASSIGN_OR_RETURN(auto map, parse_safetensors_index(text, index.string()));
+    std::map<std::string, std::string> first_user;  // shard -> a tensor naming it
+    for (const auto& [name, shard] : map) first_user.emplace(shard, name);
+    std::vector<std::string> paths;
+    for (const auto& [shard, tensor] : first_user) {
+      const fs::path p = d / shard;
+      if (!fs::is_regular_file(p, ec)) {
+        return NotFound(index.string() + ": weight_map references shard '" + shard +
+                        "' (e.g. for tensor '" + tensor + "') but " + p.string() +
+                        " does not exist");
+      }
+      paths.push_back(p.string());
+    }
+    GS_ASSIGN_OR_RETURN(auto store, open_files(paths));
+    for (const auto& [name, shard] : map) {
+      const std::string want = (d / shard).string();
+      if (store->file_of(name) != want) {
+        return NotFound(index.string() + ": weight_map puts tensor '" + name + "' in " + want +
+                        " but that file does not contain it");
+      }
+    }
+    return store;
+  }
+  if (fs::exists(d / "model.safetensors", ec)) return open_file((d / "model.safetensors").string());
+  std::vector<std::string> paths;
+  for (const auto& ent : fs::directory_iterator(d, ec)) {
+    if (ent.path().extension() == ".safetensors") paths.push_back(ent.path().string());
+  }
+  if (ec) return IoError(dir + ": cannot list directory: " + ec.message());
+  if (paths.empty()) return NotFound(dir + ": no *.safetensors files");
+  std::sort(paths.begin(), paths.end());
+  return open_files(paths);
+}
+
+bool TensorStore::contains(const std::string& name) const {
+  return tensors_.count(name) != 0;
+}
+
+Result<TensorRef> TensorStore::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return NotFound("tensor '" + name + "' not found in " + describe());
+  return it->second.ref;
+}
+
+std::string TensorStore::file_of(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? std::string() : maps_[it->second.file]->path();
+}
+
+std::vector<std::string> TensorStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& kv : tensors_) out.push_back(kv.first);
+  return out;
+}
+
+std::vector<std::string> TensorStore::files() const {
+  std::vector<std::string> out;
+  for (const auto& m : maps_) out.push_back(m->path());
+  return out;
+}
+
+const std::map<std::string, std::string>& TensorStore::metadata(size_t file_index) const {
+  static const std::map<std::string, std::string> kEmpty;
+  return file_index < metadata_.size() ? metadata_[file_index] : kEmpty;
+}
+
+std::string TensorStore::describe() const {
+  if (maps_.empty()) return "(no files)";
+  std::string s = maps_[0]->path();
+  const size_t shown = std::min<size_t>(maps_.size(), 3);
+  for (size_t i = 1; i < shown; ++i) s += ", " + maps_[i]->path();
+  if (maps_.size() > shown) s += " and " + std::to_string(maps_.size() - shown) + " more";
+  return s;
+}
+
+}  // namespace gossamer

@@ -1,0 +1,292 @@
+// DType helpers, TensorRef accessors, and binding of gpt-oss checkpoint tensors (bind_weights,
+// load_model).
+#include "model/weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include "common/numerics.h"
+#include "model/safetensors.h"
+
+namespace gossamer {
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF64:
+      return "F64";
+    case DType::kU8:
+      return "U8";
+    case DType::kI8:
+      return "I8";
+    case DType::kI16:
+      return "I16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kBool:
+      return "BOOL";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kF8E5M2:
+      return "F8_E5M2";
+  }
+  return "?";
+}
+
+int64_t dtype_size(DType d) {
+  switch (d) {
+    case DType::kBF16:
+    case DType::kF16:
+    case DType::kI16:
+      return 2;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+    case DType::kI8:
+    case DType::kBool:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+      return 1;
+  }
+  return 0;
+}
+
+int64_t TensorRef::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace {
+// IEEE half -> float (handles subnormals, inf, NaN).
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const int exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ffu;
+  float mag;
+  if (exp == 0) {
+    mag = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    mag = mant ? NAN : INFINITY;
+  } else {
+    mag = std::ldexp(static_cast<float>(mant | 0x400u), exp - 25);
+  }
+  uint32_t u;
+  std::memcpy(&u, &mag, 4);
+  u |= sign;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+// Element i as float. Unaligned-safe (memcpy). Returns NaN for dtypes other than bf16/f16/f32
+// and for out-of-range i (callers check shapes first; this never reads out of bounds).
+float TensorRef::get(int64_t i) const {
+  if (data == nullptr || i < 0 || i >= numel()) return NAN;
+  const auto* p = static_cast<const uint8_t*>(data);
+  switch (dtype) {
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_float(h);
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return f16_to_float(h);
+    }
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    default:
+      return NAN;
+  }
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string dtypes_str(std::initializer_list<DType> ds) {
+  std::string s;
+  for (DType d : ds) s += (s.empty() ? "" : "|") + std::string(dtype_name(d));
+  return s;
+}
+
+// Looks tensors up in the store and checks dtype and shape.
+class Binder {
+ public:
+  explicit Binder(const TensorStore& store) : store_(store) {}
+
+  Status bind(const std::string& name, std::initializer_list<DType> dtypes,
+              const std::vector<int64_t>& shape, TensorRef* out) const {
+    const std::string expect = dtypes_str(dtypes) + " " + shape_str(shape);
+    if (!store_.contains(name)) {
+      return NotFound("tensor '" + name + "' (expected " + expect + ") not found in " +
+                      store_.describe());
+    }
+    GS_ASSIGN_OR_RETURN(TensorRef t, store_.get(name));
+    bool dtype_ok = false;
+    for (DType d : dtypes) dtype_ok = dtype_ok || d == t.dtype;
+    if (!dtype_ok || t.shape != shape) {
+      return InvalidArgument("tensor '" + name + "' in " + store_.file_of(name) + ": expected " +
+                             expect + ", found " + dtype_name(t.dtype) + " " + shape_str(t.shape));
+    }
+    *out = std::move(t);
+    return Status::Ok();
+  }
+  Status bf16(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
+    return bind(name, {DType::kBF16}, shape, out);
+  }
+  Status u8(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
+    return bind(name, {DType::kU8}, shape, out);
+  }
+  bool has(const std::string& name) const { return store_.contains(name); }
+
+ private:
+  const TensorStore& store_;
+};
+
+// Which expert layout layer 0 uses: the tensors present decide; when both layouts are present
+// the config's quantization_config breaks the tie.
+ExpertFormat detect_expert_format(const ModelConfig& cfg, const Binder& b) {
+  const std::string p = "model.layers.0.mlp.experts.";
+  const bool mx = b.has(p + "gate_up_proj_blocks"), dense = b.has(p + "gate_up_proj");
+  if (mx && dense) return cfg.expert_format;
+  if (mx) return ExpertFormat::kMxfp4;
+  if (dense) return ExpertFormat::kBf16;
+  return cfg.expert_format;  // neither: the bind reports the config's expected names
+}
+
+Status bind_expert(const Binder& b, const std::string& base, ExpertFormat f, int64_t experts,
+                   int64_t rows, int64_t cols, ExpertMatrix* m) {
+  m->format = f;
+  m->rows = rows;
+  m->cols = cols;
+  if (f == ExpertFormat::kBf16) return b.bf16(base, {experts, cols, rows}, &m->dense);
+  if (cols % 32 != 0) {
+    return InvalidArgument("tensor '" + base + "_blocks': MXFP4 needs an input size divisible " +
+                           "by 32, config gives " + std::to_string(cols));
+  }
+  GS_RETURN_IF_ERROR(b.u8(base + "_blocks", {experts, rows, cols / 32, 16}, &m->blocks));
+  return b.u8(base + "_scales", {experts, rows, cols / 32}, &m->scales);
+}
+
+Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& p,
+                      LayerWeights* w) {
+  const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim;
+  const int64_t kv = c.num_key_value_heads * c.head_dim;
+  GS_RETURN_IF_ERROR(b.bf16(p + "q_proj.weight", {q, h}, &w->q_w));
+  GS_RETURN_IF_ERROR(b.bf16(p + "k_proj.weight", {kv, h}, &w->k_w));
+  GS_RETURN_IF_ERROR(b.bf16(p + "v_proj.weight", {kv, h}, &w->v_w));
+  GS_RETURN_IF_ERROR(b.bf16(p + "o_proj.weight", {h, q}, &w->o_w));
+  // Biases are required when attention_bias is true; otherwise bound only if present.
+  const struct {
+    const char* name;
+    int64_t n;
+    TensorRef* out;
+  } biases[] = {{"q_proj.bias", q, &w->q_b},
+                {"k_proj.bias", kv, &w->k_b},
+                {"v_proj.bias", kv, &w->v_b},
+                {"o_proj.bias", h, &w->o_b}};
+  for (const auto& bias : biases) {
+    if (c.attention_bias || b.has(p + bias.name)) {
+      GS_RETURN_IF_ERROR(b.bf16(p + bias.name, {bias.n}, bias.out));
+    }
+  }
+  return b.bind(p + "sinks", {DType::kBF16, DType::kF32}, {c.num_attention_heads}, &w->sinks);
+}
+
+Status bind_layer(const ModelConfig& c, const Binder& b, int64_t i, ExpertFormat f,
+                  LayerWeights* w) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, e = c.num_local_experts;
+  GS_RETURN_IF_ERROR(b.bf16(p + "input_layernorm.weight", {h}, &w->attn_norm));
+  GS_RETURN_IF_ERROR(bind_attention(c, b, p + "self_attn.", w));
+  GS_RETURN_IF_ERROR(b.bf16(p + "post_attention_layernorm.weight", {h}, &w->mlp_norm));
+  GS_RETURN_IF_ERROR(b.bf16(p + "mlp.router.weight", {e, h}, &w->router_w));
+  GS_RETURN_IF_ERROR(b.bf16(p + "mlp.router.bias", {e}, &w->router_b));
+  const std::string x = p + "mlp.experts.";
+  GS_RETURN_IF_ERROR(bind_expert(b, x + "gate_up_proj", f, e, 2 * inter, h, &w->gate_up));
+  GS_RETURN_IF_ERROR(b.bf16(x + "gate_up_proj_bias", {e, 2 * inter}, &w->gate_up_b));
+  GS_RETURN_IF_ERROR(bind_expert(b, x + "down_proj", f, e, h, inter, &w->down));
+  return b.bf16(x + "down_proj_bias", {e, h}, &w->down_b);
+}
+
+// A tensor of a layer index >= num_hidden_layers means the config does not match the weights.
+Status check_extra_layers(const ModelConfig& c, const TensorStore& store) {
+  const std::string prefix = "model.layers.";
+  for (const std::string& name : store.names()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    int64_t idx = 0;
+    size_t pos = prefix.size();
+    bool digits = false;
+    while (pos < name.size() && name[pos] >= '0' && name[pos] <= '9' && idx < (int64_t{1} << 40)) {
+      idx = idx * 10 + (name[pos++] - '0');
+      digits = true;
+    }
+    if (digits && idx >= c.num_hidden_layers) {
+      return InvalidArgument(
+          "tensor '" + name + "' in " + store.file_of(name) +
+          " is beyond config num_hidden_layers = " + std::to_string(c.num_hidden_layers));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& store) {
+  GS_RETURN_IF_ERROR(cfg.validate());
+  const Binder b(store);
+  ModelWeights w;
+  const int64_t v = cfg.vocab_size, h = cfg.hidden_size;
+  GS_RETURN_IF_ERROR(b.bf16("model.embed_tokens.weight", {v, h}, &w.embed));
+  const ExpertFormat f = detect_expert_format(cfg, b);
+  w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    GS_RETURN_IF_ERROR(bind_layer(cfg, b, i, f, &w.layers[static_cast<size_t>(i)]));
+  }
+  GS_RETURN_IF_ERROR(check_extra_layers(cfg, store));
+  GS_RETURN_IF_ERROR(b.bf16("model.norm.weight", {h}, &w.final_norm));
+  if (cfg.tie_word_embeddings) {
+    w.lm_head = w.embed;
+  } else {
+    GS_RETURN_IF_ERROR(b.bf16("lm_head.weight", {v, h}, &w.lm_head));
+  }
+  return w;
+}
+
+Result<std::shared_ptr<LoadedModel>> load_model(const std::string& dir) {
+  GS_ASSIGN_OR_RETURN(ModelConfig cfg, load_config(dir));
+  GS_ASSIGN_OR_RETURN(std::unique_ptr<TensorStore> store, TensorStore::open_dir(dir));
+  auto m = std::make_shared<LoadedModel>();
+  GS_ASSIGN_OR_RETURN(m->weights, bind_weights(cfg, *store));
+  // The tensors decide the expert layout (see docs/checkpoints.md); record what was bound.
+  if (!m->weights.layers.empty()) cfg.expert_format = m->weights.layers[0].gate_up.format;
+  m->config = std::move(cfg);
+  m->store = std::move(store);
+  m->dir = dir;
+  return m;
+}
+
+}  // namespace gossamer

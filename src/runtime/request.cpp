@@ -1,0 +1,96 @@
+#include "runtime/request.h"
+
+#include <cmath>
+
+namespace gossamer {
+
+Status GenerationParams::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0 || temperature > 2) {
+    return InvalidArgument("temperature must be in [0, 2]");
+  }
+  if (!std::isfinite(top_p) || top_p <= 0 || top_p > 1) {
+    return InvalidArgument("top_p must be in (0, 1]");
+  }
+  if (top_k < 0) return InvalidArgument("top_k must be >= 0");
+  if (!std::isfinite(min_p) || min_p < 0 || min_p > 1) {
+    return InvalidArgument("min_p must be in [0, 1]");
+  }
+  if (!std::isfinite(presence_penalty) || presence_penalty < -2 || presence_penalty > 2) {
+    return InvalidArgument("presence_penalty must be in [-2, 2]");
+  }
+  if (!std::isfinite(frequency_penalty) || frequency_penalty < -2 || frequency_penalty > 2) {
+    return InvalidArgument("frequency_penalty must be in [-2, 2]");
+  }
+  if (top_logprobs < 0 || top_logprobs > 20) {
+    return InvalidArgument("top_logprobs must be in [0, 20]");
+  }
+  if (max_tokens < 1) return InvalidArgument("max_tokens must be >= 1");
+  return Status::Ok();
+}
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kTimeout: return "timeout";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+void RequestStream::push(const SampledToken& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.tokens.push_back(t);
+  news_ = true;
+  cv_.notify_all();
+}
+
+void RequestStream::set_prompt_info(int64_t prompt_tokens, int64_t cached_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.prompt_tokens = prompt_tokens;
+  pending_.cached_tokens = cached_tokens;
+}
+
+void RequestStream::finish(FinishReason reason, int32_t stop_token, std::string error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  pending_.finished = true;
+  pending_.reason = reason;
+  pending_.stop_token = stop_token;
+  pending_.error = std::move(error);
+  news_ = true;
+  cv_.notify_all();
+}
+
+bool RequestStream::wait(StreamChunk* out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return news_; })) return false;
+  *out = std::move(pending_);
+  pending_ = StreamChunk{};
+  pending_.prompt_tokens = out->prompt_tokens;
+  pending_.cached_tokens = out->cached_tokens;
+  pending_.finished = out->finished;
+  pending_.reason = out->reason;
+  news_ = false;
+  return true;
+}
+
+void RequestStream::cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+}
+
+bool RequestStream::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+}  // namespace gossamer

@@ -1,0 +1,105 @@
+// A generation request as the runtime sees it, and the thread-safe stream through which the
+// engine thread hands its tokens to an HTTP handler.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/block_manager.h"
+
+namespace gossamer {
+
+using Clock = std::chrono::steady_clock;
+
+// Per-request sampling and stop parameters (OpenAI names).
+struct GenerationParams {
+  double temperature = 1.0;  // 0 = greedy
+  double top_p = 1.0;
+  int64_t top_k = 0;  // 0 = off
+  double min_p = 0.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  std::optional<uint64_t> seed;
+  int64_t top_logprobs = 0;  // alternatives returned per token (0..20)
+  bool logprobs = false;
+  int64_t max_tokens = 256;              // generated tokens, all channels included
+  std::vector<int32_t> stop_token_ids;   // finish (reason stop) when sampled
+  std::optional<std::chrono::milliseconds> timeout;  // per-request deadline from arrival
+
+  Status validate() const;  // ranges; the message names the field
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+};
+
+struct SampledToken {
+  int32_t token = 0;
+  float logprob = 0.f;              // log-softmax of the chosen token (before sampling filters)
+  std::vector<TokenLogprob> top;    // the top_logprobs most likely tokens
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", ...
+
+// What a consumer receives: the tokens produced since its last read, and the end state.
+struct StreamChunk {
+  std::vector<SampledToken> tokens;
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  int32_t stop_token = -1;  // the stop token id that ended it, when reason == kStop
+  std::string error;        // when reason == kError
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// Single producer (engine thread), single consumer (HTTP handler). The consumer may cancel at
+// any time; the engine notices at its next step and frees the request's KV blocks.
+class RequestStream {
+ public:
+  void push(const SampledToken& t);
+  void set_prompt_info(int64_t prompt_tokens, int64_t cached_tokens);
+  void finish(FinishReason reason, int32_t stop_token = -1, std::string error = {});
+  // Waits up to `timeout` for news; moves it into *out (tokens since the last read, end state).
+  // Returns false on timeout with nothing new.
+  bool wait(StreamChunk* out, std::chrono::milliseconds timeout);
+  void cancel();
+  bool cancelled() const;
+  bool finished() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  StreamChunk pending_;
+  bool news_ = false;
+  bool cancelled_ = false;
+  bool finished_ = false;
+};
+
+// Runtime state of one request (owned by the scheduler).
+struct Request {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  // prompt followed by the generated tokens
+  int64_t num_prompt = 0;
+  int64_t num_computed = 0;     // tokens whose KV is in the cache
+  int64_t num_cached = -1;      // prompt tokens found in the prefix cache at first admission
+  int64_t num_preemptions = 0;
+  GenerationParams params;
+  SeqBlocks blocks;
+  std::shared_ptr<RequestStream> stream;
+  std::mt19937_64 rng;
+  Clock::time_point arrival{};
+  Clock::time_point last_token{};
+  int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - num_prompt; }
+};
+
+}  // namespace gossamer

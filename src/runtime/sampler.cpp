@@ -1,0 +1,166 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace gossamer {
+namespace {
+
+Status check_params(const GenerationParams& p) {
+  if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) {
+    return InvalidArgument("temperature must be a finite number >= 0, got " +
+                           std::to_string(p.temperature));
+  }
+  if (!(p.top_p > 0 && p.top_p <= 1)) {
+    return InvalidArgument("top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  }
+  if (!(p.min_p >= 0 && p.min_p <= 1)) {
+    return InvalidArgument("min_p must be in [0, 1], got " + std::to_string(p.min_p));
+  }
+  if (p.top_k < 0) return InvalidArgument("top_k must be >= 0, got " + std::to_string(p.top_k));
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty)) {
+    return InvalidArgument("presence_penalty / frequency_penalty must be finite");
+  }
+  if (p.top_logprobs < 0) return InvalidArgument("top_logprobs must be >= 0");
+  return Status::Ok();
+}
+
+// z = logits with penalties applied; checks for NaN.
+Result<std::vector<double>> penalised(std::span<const float> logits, const GenerationParams& p,
+                                      std::span<const int32_t> generated) {
+  if (logits.empty()) return InvalidArgument("sampler: empty logits row");
+  GS_RETURN_IF_ERROR(check_params(p).With("sampler"));
+  std::vector<double> z(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) {
+      return InvalidArgument("sampler: logits[" + std::to_string(i) + "] is NaN");
+    }
+    z[i] = logits[i];
+  }
+  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
+    std::vector<int64_t> count(z.size(), 0);
+    for (int32_t t : generated) {
+      if (t >= 0 && static_cast<size_t>(t) < z.size()) ++count[static_cast<size_t>(t)];
+    }
+    for (size_t i = 0; i < z.size(); ++i) {
+      if (count[i] > 0) {
+        z[i] -= p.presence_penalty + p.frequency_penalty * static_cast<double>(count[i]);
+      }
+    }
+  }
+  return z;
+}
+
+int32_t argmax(const std::vector<double>& z) {
+  return static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin());
+}
+
+// log_softmax in double.
+std::vector<double> log_softmax(const std::vector<double>& z) {
+  const double mx = *std::max_element(z.begin(), z.end());
+  double sum = 0;
+  for (double v : z) sum += std::exp(v - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<double> out(z.size());
+  for (size_t i = 0; i < z.size(); ++i) out[i] = z[i] - lse;
+  return out;
+}
+
+SamplingDistribution filtered(const std::vector<double>& z, const GenerationParams& p) {
+  SamplingDistribution d;
+  if (p.temperature == 0) {
+    d.ids = {argmax(z)};
+    d.probs = {1.0};
+    return d;
+  }
+  std::vector<double> scaled(z.size());
+  for (size_t i = 0; i < z.size(); ++i) scaled[i] = z[i] / p.temperature;
+  std::vector<double> prob = log_softmax(scaled);
+  for (double& v : prob) v = std::exp(v);
+  std::vector<int32_t> idx(z.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  size_t keep = idx.size();
+  if (p.top_k > 0) keep = std::min(keep, static_cast<size_t>(p.top_k));
+  // Descending probability, ties to the lower id: a total order, so results are reproducible.
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(),
+                    [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+  double mass = 0;
+  for (size_t i = 0; i < keep; ++i) mass += prob[idx[i]];
+  if (p.top_p < 1) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < keep) {
+      cum += prob[idx[n++]] / mass;
+      if (cum >= p.top_p) break;
+    }
+    keep = std::max<size_t>(n, 1);
+  }
+  if (p.min_p > 0) {
+    const double floor_p = p.min_p * prob[idx[0]];
+    size_t n = 1;
+    while (n < keep && prob[idx[n]] >= floor_p) ++n;
+    keep = n;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += prob[idx[i]];
+  for (size_t i = 0; i < keep; ++i) {
+    d.ids.push_back(idx[i]);
+    d.probs.push_back(prob[idx[i]] / total);
+  }
+  return d;
+}
+
+}  // namespace
+
+std::mt19937_64 make_request_rng(std::optional<uint64_t> seed) {
+  if (seed) return std::mt19937_64(*seed);
+  std::random_device rd;
+  const uint64_t s = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return std::mt19937_64(s);
+}
+
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);  // 2^-53
+}
+
+Result<SamplingDistribution> sampling_distribution(std::span<const float> logits,
+                                                   const GenerationParams& p,
+                                                   std::span<const int32_t> generated) {
+  GS_ASSIGN_OR_RETURN(std::vector<double> z, penalised(logits, p, generated));
+  return filtered(z, p);
+}
+
+Result<SampledToken> sample_token(std::span<const float> logits, const GenerationParams& p,
+                                  std::span<const int32_t> generated, std::mt19937_64& rng) {
+  GS_ASSIGN_OR_RETURN(std::vector<double> z, penalised(logits, p, generated));
+  const SamplingDistribution d = filtered(z, p);
+  SampledToken out;
+  out.token = d.ids.back();
+  if (d.ids.size() > 1) {
+    double u = uniform01(rng);
+    for (size_t i = 0; i < d.ids.size(); ++i) {
+      u -= d.probs[i];
+      if (u < 0) {
+        out.token = d.ids[i];
+        break;
+      }
+    }
+  } else {
+    out.token = d.ids[0];
+  }
+  const std::vector<double> lp = log_softmax(z);
+  out.logprob = static_cast<float>(lp[static_cast<size_t>(out.token)]);
+  if (p.logprobs && p.top_logprobs > 0) {
+    const size_t k = std::min(lp.size(), static_cast<size_t>(p.top_logprobs));
+    std::vector<int32_t> idx(lp.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
+                      [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+    for (size_t i = 0; i < k; ++i) out.top.push_back({idx[i], static_cast<float>(lp[idx[i]])});
+  }
+  return out;
+}
+
+}  // namespace gossamer

@@ -1,0 +1,47 @@
+// The reference CPU sampler: one token from a row of logits under OpenAI-style parameters
+// (GenerationParams in runtime/request.h). Deterministic for a given generator state; each request
+// owns its generator (make_request_rng), so a fixed seed reproduces a completion.
+//
+// Order of operations:
+//  1. penalties over the tokens generated so far: z[t] -= presence * (count[t] > 0)
+//                                                        + frequency * count[t]
+//  2. logprobs reported to clients: log_softmax(z) (after penalties, before temperature/filters)
+//  3. temperature == 0: greedy argmax of z (ties: lowest id)
+//     otherwise p = softmax(z / temperature), then keep the top_k most likely (0 = all), then the
+//     smallest prefix whose renormalised mass reaches top_p, then those with p >= min_p * max p;
+//     draw from the renormalised survivors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/request.h"
+
+namespace gossamer {
+
+// A request's generator: seeded from `seed` when given, else from std::random_device.
+std::mt19937_64 make_request_rng(std::optional<uint64_t> seed);
+
+// The candidate tokens and their renormalised probabilities after steps 1 and 3 (descending
+// probability; a single token with probability 1 for greedy). Exposed for tests and debugging.
+struct SamplingDistribution {
+  std::vector<int32_t> ids;
+  std::vector<double> probs;
+};
+Result<SamplingDistribution> sampling_distribution(std::span<const float> logits,
+                                                   const GenerationParams& p,
+                                                   std::span<const int32_t> generated);
+
+// Samples one token. Errors: empty logits, NaN logits, parameters out of range (named).
+// top_logprobs alternatives are filled when p.logprobs is set.
+Result<SampledToken> sample_token(std::span<const float> logits, const GenerationParams& p,
+                                  std::span<const int32_t> generated, std::mt19937_64& rng);
+
+// Uniform double in [0, 1) from 53 bits of the generator (portable, unlike the std distributions).
+double uniform01(std::mt19937_64& rng);
+
+}  // namespace gossamer

@@ -1,0 +1,269 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+namespace gossamer {
+
+Status SchedulerOptions::validate() const {
+  if (max_num_seqs < 1) return InvalidArgument("max_num_seqs must be >= 1");
+  if (max_num_batched_tokens < 1) return InvalidArgument("max_num_batched_tokens must be >= 1");
+  if (max_model_len < 0) return InvalidArgument("max_model_len must be >= 0");
+  return Status::Ok();
+}
+
+namespace {
+bool has_sliding_layers(const ModelConfig& cfg) {
+  return std::find(cfg.layer_types.begin(), cfg.layer_types.end(),
+                   LayerType::kSlidingAttention) != cfg.layer_types.end();
+}
+}  // namespace
+
+Scheduler::Scheduler(const ModelConfig& cfg, const KvCacheSpec& spec, SchedulerOptions opts,
+                     Metrics* metrics)
+    : cfg_(cfg),
+      opts_(opts),
+      max_model_len_(opts.max_model_len > 0 ? opts.max_model_len : cfg.max_position_embeddings),
+      kv_(spec, has_sliding_layers(cfg) ? cfg.sliding_window : 0, opts.prefix_caching),
+      metrics_(metrics) {}
+
+Status Scheduler::check(const std::vector<int32_t>& prompt, const GenerationParams& p) const {
+  GS_RETURN_IF_ERROR(p.validate());
+  if (prompt.empty()) return InvalidArgument("the prompt is empty (0 tokens)");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= cfg_.vocab_size) {
+      return InvalidArgument("prompt token " + std::to_string(i) + " = " +
+                             std::to_string(prompt[i]) + " is outside the vocabulary [0, " +
+                             std::to_string(cfg_.vocab_size) + ")");
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
+  if (total > max_model_len_) {
+    return InvalidArgument("this model's maximum context length is " +
+                           std::to_string(max_model_len_) + " tokens; the request has " +
+                           std::to_string(prompt.size()) + " prompt tokens + max_tokens " +
+                           std::to_string(p.max_tokens) + " = " + std::to_string(total));
+  }
+  const int64_t need_full = kv_.full_blocks_needed(total);
+  const int64_t need_sliding = kv_.sliding_blocks_needed(total, opts_.max_num_batched_tokens);
+  if (need_full > kv_.full_pool().num_blocks() ||
+      need_sliding > kv_.sliding_pool().num_blocks()) {
+    return InvalidArgument("prompt + max_tokens = " + std::to_string(total) +
+                           " tokens does not fit in the KV cache (" +
+                           std::to_string(kv_.full_pool().num_blocks()) + " blocks of " +
+                           std::to_string(kv_.block_size()) + " tokens)");
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::add(std::unique_ptr<Request> req) {
+  GS_RETURN_IF_ERROR(check(req->tokens, req->params));
+  req->num_prompt = static_cast<int64_t>(req->tokens.size());
+  if (req->params.seed) req->rng.seed(*req->params.seed);
+  waiting_.push_back(std::move(req));
+  return Status::Ok();
+}
+
+void Scheduler::finish(Request* r, FinishReason reason, int32_t stop_token,
+                       const std::string& err) {
+  kv_.free(&r->blocks);
+  if (r->stream) r->stream->finish(reason, stop_token, err);
+  if (metrics_) {
+    metrics_->observe_e2e(std::chrono::duration<double>(Clock::now() - r->arrival).count());
+    metrics_->update([&](MetricsSnapshot& s) {
+      switch (reason) {
+        case FinishReason::kStop: ++s.finished_stop; break;
+        case FinishReason::kLength: ++s.finished_length; break;
+        case FinishReason::kCancelled: ++s.finished_cancelled; break;
+        case FinishReason::kTimeout: ++s.finished_timeout; break;
+        default: ++s.finished_error; break;
+      }
+    });
+  }
+  r->num_computed = -1;  // marks it for removal
+}
+
+void Scheduler::remove_finished() {
+  std::erase_if(running_, [](const auto& r) { return r->num_computed < 0; });
+  std::erase_if(waiting_, [](const auto& r) { return r->num_computed < 0; });
+}
+
+void Scheduler::reap_cancelled() {
+  const auto now = Clock::now();
+  auto reap = [&](Request* r) {
+    if (r->stream && r->stream->cancelled()) {
+      finish(r, FinishReason::kCancelled, -1, "");
+    } else if (r->params.timeout && now - r->arrival > *r->params.timeout) {
+      finish(r, FinishReason::kTimeout, -1, "request timed out");
+    }
+  };
+  for (auto& r : running_) reap(r.get());
+  for (auto& r : waiting_) reap(r.get());
+  remove_finished();
+}
+
+void Scheduler::abort_all(FinishReason reason, const std::string& why) {
+  for (auto& r : running_) finish(r.get(), reason, -1, why);
+  for (auto& r : waiting_) finish(r.get(), reason, -1, why);
+  remove_finished();
+}
+
+void Scheduler::preempt(Request* r) {
+  kv_.free(&r->blocks);
+  r->num_computed = 0;
+  ++r->num_preemptions;
+  if (metrics_) metrics_->update([](MetricsSnapshot& s) { ++s.preemptions; });
+}
+
+std::vector<Scheduler::Scheduled> Scheduler::schedule(int64_t* preempted) {
+  std::vector<Scheduled> out;
+  int64_t budget = opts_.max_num_batched_tokens;
+  // 1. Running requests, oldest first. Victims of preemption come from the back.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Request* r = running_[i].get();
+    const int64_t total = static_cast<int64_t>(r->tokens.size());
+    const int64_t n = std::min(total - r->num_computed, budget);
+    if (n <= 0) continue;
+    bool ok = kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n);
+    while (!ok) {
+      std::unique_ptr<Request> victim = std::move(running_.back());
+      running_.pop_back();
+      preempt(victim.get());
+      ++*preempted;
+      const bool self = victim.get() == r;
+      waiting_.push_front(std::move(victim));
+      if (self) break;
+      ok = kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n);
+    }
+    if (!ok) break;
+    out.push_back({r, n});
+    budget -= n;
+  }
+  // 2. Waiting requests (FCFS), only when nothing was preempted this step.
+  while (*preempted == 0 && !waiting_.empty() && budget > 0 &&
+         (int64_t)running_.size() < opts_.max_num_seqs) {
+    Request* r = waiting_.front().get();
+    if (r->blocks.full.empty() && r->blocks.sliding.empty()) {
+      r->num_computed = kv_.acquire_cached_prefix(r->tokens, &r->blocks);
+      if (r->num_cached < 0) {
+        r->num_cached = r->num_computed;
+        if (r->stream) r->stream->set_prompt_info(r->num_prompt, r->num_cached);
+        if (metrics_) {
+          metrics_->update([&](MetricsSnapshot& s) {
+            s.prompt_tokens += r->num_prompt;
+            s.cached_prompt_tokens += r->num_cached;
+          });
+        }
+      }
+    }
+    const int64_t n = std::min((int64_t)r->tokens.size() - r->num_computed, budget);
+    if (!kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n)) {
+      kv_.free(&r->blocks);  // give the prefix back; retry when blocks free up
+      r->num_computed = 0;
+      break;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    out.push_back({r, n});
+    budget -= n;
+  }
+  return out;
+}
+
+bool Scheduler::append_token(Request* r, const SampledToken& t) {
+  r->tokens.push_back(t.token);
+  const auto now = Clock::now();
+  if (r->stream) r->stream->push(t);
+  if (metrics_) {
+    if (r->num_output() == 1) {
+      metrics_->observe_ttft(std::chrono::duration<double>(now - r->arrival).count());
+    } else {
+      metrics_->observe_itl(std::chrono::duration<double>(now - r->last_token).count());
+    }
+    metrics_->update([](MetricsSnapshot& s) { ++s.generation_tokens; });
+  }
+  r->last_token = now;
+  const auto& stops = r->params.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), t.token) != stops.end()) {
+    finish(r, FinishReason::kStop, t.token, "");
+    return true;
+  }
+  if (r->num_output() >= r->params.max_tokens ||
+      static_cast<int64_t>(r->tokens.size()) >= max_model_len_) {
+    finish(r, FinishReason::kLength, -1, "");
+    return true;
+  }
+  return false;
+}
+
+Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
+  reap_cancelled();
+  StepResult res;
+  std::vector<Scheduled> sched = schedule(&res.preempted);
+  if (sched.empty()) {
+    update_gauges();
+    return res;
+  }
+  std::vector<SeqChunk> chunks;
+  chunks.reserve(sched.size());
+  for (const Scheduled& s : sched) {
+    Request* r = s.req;
+    SeqChunk c;
+    c.tokens = std::span<const int32_t>(r->tokens).subspan(r->num_computed, s.num_new);
+    c.pos0 = r->num_computed;
+    c.blocks_full = r->blocks.full;
+    c.blocks_sliding = r->blocks.sliding;
+    const bool caught_up = r->num_computed + s.num_new == (int64_t)r->tokens.size();
+    c.logits = caught_up ? LogitsMode::kLast : LogitsMode::kNone;
+    chunks.push_back(c);
+    res.scheduled_tokens += s.num_new;
+  }
+  res.scheduled_requests = static_cast<int64_t>(sched.size());
+  StepOutput out;
+  Status st = runner.step(chunks, &out);
+  if (!st.ok()) {
+    // The step failed as a whole: fail the requests in it, keep serving the others.
+    for (const Scheduled& s : sched) finish(s.req, FinishReason::kError, -1, st.ToString());
+    remove_finished();
+    return st;
+  }
+  const int64_t vocab = out.rows > 0 ? (int64_t)out.logits.size() / out.rows : 0;
+  int64_t row = 0;
+  for (size_t i = 0; i < sched.size(); ++i) {
+    Request* r = sched[i].req;
+    r->num_computed += sched[i].num_new;
+    kv_.on_computed(&r->blocks, r->tokens, r->num_computed);
+    if (chunks[i].logits != LogitsMode::kLast) continue;
+    if (row >= out.rows) return Internal("runner returned fewer logits rows than requested");
+    std::span<const float> logits(out.logits.data() + row * vocab, vocab);
+    ++row;
+    std::span<const int32_t> generated(r->tokens.data() + r->num_prompt, r->num_output());
+    Result<SampledToken> t = sampler.sample(logits, r->params, generated, r->rng);
+    if (!t.ok()) {
+      finish(r, FinishReason::kError, -1, "sampling failed: " + t.status().message());
+      ++res.finished;
+    } else if (append_token(r, *t)) {
+      ++res.finished;
+    }
+  }
+  remove_finished();
+  if (metrics_) metrics_->update([](MetricsSnapshot& s) { ++s.steps; });
+  update_gauges();
+  return res;
+}
+
+void Scheduler::update_gauges() {
+  if (!metrics_) return;
+  const BlockManagerStats b = kv_.stats();
+  metrics_->update([&](MetricsSnapshot& s) {
+    s.running = num_running();
+    s.waiting = num_waiting();
+    s.kv_usage = b.full_total > 0     ? (double)b.full_used / (double)b.full_total
+                 : b.sliding_total > 0 ? (double)b.sliding_used / (double)b.sliding_total
+                                       : 0.0;
+    s.prefix_queries = b.prefix_queries;
+    s.prefix_hits = b.prefix_hits;
+  });
+}
+
+}  // namespace gossamer

@@ -1,0 +1,89 @@
+// Continuous-batching scheduler (vLLM v1 invariant): each step, every running request catches
+// up toward its tokens (prompt + generated) under a per-step token budget, so chunked prefills
+// and decodes share a step. FCFS: running requests first, in arrival order, then waiting ones
+// while budget, sequence slots and KV blocks last. When a running request needs a block and
+// none is free, the most recently admitted running request is preempted: its blocks are
+// released (full blocks stay in the prefix cache) and it goes back to the front of the waiting
+// queue, to be recomputed later (its tokens so far become its prompt).
+//
+// Single-threaded: the Engine calls it from its own thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "runtime/block_manager.h"
+#include "runtime/metrics.h"
+#include "runtime/request.h"
+#include "runtime/token_sampler.h"
+
+namespace gossamer {
+
+struct SchedulerOptions {
+  int64_t max_num_seqs = 64;             // running requests at most
+  int64_t max_num_batched_tokens = 2048;  // tokens computed per step at most
+  int64_t max_model_len = 0;             // prompt + output at most (0: the model's limit)
+  bool prefix_caching = true;
+  Status validate() const;
+};
+
+struct StepResult {
+  int64_t scheduled_requests = 0;
+  int64_t scheduled_tokens = 0;
+  int64_t preempted = 0;
+  int64_t finished = 0;
+};
+
+class Scheduler {
+ public:
+  // metrics may be null.
+  Scheduler(const ModelConfig& cfg, const KvCacheSpec& spec, SchedulerOptions opts,
+            Metrics* metrics);
+
+  int64_t max_model_len() const { return max_model_len_; }
+  // Rejects (InvalidArgument, naming the limit) a request that can never run: empty prompt,
+  // token ids out of range, prompt + max_tokens beyond max_model_len or beyond what the KV
+  // pools can hold for one sequence.
+  Status check(const std::vector<int32_t>& prompt, const GenerationParams& params) const;
+  // Queues a checked request (FCFS).
+  Status add(std::unique_ptr<Request> req);
+
+  // Drops cancelled and timed-out requests (finishing their streams), schedules, runs one
+  // model step, samples, and finishes requests that hit a stop condition.
+  Result<StepResult> step(ModelRunner& runner, TokenSampler& sampler);
+  // Finishes every request with `reason` (shutdown).
+  void abort_all(FinishReason reason, const std::string& why);
+
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  const KvBlockManager& blocks() const { return kv_; }
+
+ private:
+  struct Scheduled {
+    Request* req;
+    int64_t num_new;
+  };
+  void reap_cancelled();
+  std::vector<Scheduled> schedule(int64_t* preempted);
+  void preempt(Request* r);
+  // Applies one sampled token; returns true when the request is finished.
+  bool append_token(Request* r, const SampledToken& t);
+  void finish(Request* r, FinishReason reason, int32_t stop_token, const std::string& err);
+  void remove_finished();
+  void update_gauges();
+
+  ModelConfig cfg_;
+  SchedulerOptions opts_;
+  int64_t max_model_len_;
+  KvBlockManager kv_;
+  Metrics* metrics_;
+  std::vector<std::unique_ptr<Request>> running_;  // admission order
+  std::deque<std::unique_ptr<Request>> waiting_;
+  std::vector<float> logits_scratch_;
+};
+
+}  // namespace gossamer

@@ -1,0 +1,73 @@
+// One choice of a chat (or responses) call: the engine's token stream fed through the harmony
+// streaming parser and the stop-string filter, turned into OpenAI-style deltas.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harmony/parser.h"
+#include "runtime/request.h"
+#include "server/stop_filter.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gossamer::server {
+
+struct Delta {
+  enum class Kind { kReasoning, kContent, kToolStart, kToolArgs };
+  Kind kind = Kind::kContent;
+  std::string text;  // deltas: text; kToolStart: function name
+  std::string call_id;
+  int tool_index = -1;
+};
+
+class ChatChoice {
+ public:
+  ChatChoice(std::shared_ptr<RequestStream> stream, harmony::StreamingParser parser,
+             std::vector<std::string> stop);
+  ~ChatChoice();  // cancels the engine request if it is still running
+
+  // Tokens the server appended to the prompt to steer the answer (e.g. a tool-call header):
+  // the parser sees them first, as if the model had written them.
+  void prefill(const std::vector<int32_t>& ids, std::vector<Delta>* out);
+  // Waits up to `timeout` for output; appends deltas. Returns true once the choice is done.
+  bool poll(std::chrono::milliseconds timeout, std::vector<Delta>* out);
+  void cancel();
+
+  bool done() const { return done_; }
+  // "stop", "length" or "tool_calls" (valid when done and not failed).
+  std::string finish_reason() const;
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  const harmony::ParseResult& result() const { return parser_.result(); }
+  // Final texts after stop strings (the parser's result is before them).
+  const std::string& content() const { return content_; }
+  const std::string& reasoning() const { return reasoning_; }
+  // Generated tokens that carried final-channel text (for logprobs).
+  const std::vector<SampledToken>& content_tokens() const { return content_tokens_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t cached_tokens() const { return cached_tokens_; }
+
+ private:
+  void on_events(std::vector<harmony::ParserEvent>& ev, const SampledToken* tok,
+                 std::vector<Delta>* out);
+  void end(std::vector<Delta>* out);
+
+  std::shared_ptr<RequestStream> stream_;
+  harmony::StreamingParser parser_;
+  StopFilter stop_;
+  bool done_ = false;
+  bool stop_hit_ = false;
+  bool in_reasoning_ = false;
+  FinishReason engine_reason_ = FinishReason::kNone;
+  std::string error_;
+  std::string content_, reasoning_;
+  std::vector<SampledToken> content_tokens_;
+  int64_t completion_tokens_ = 0, reasoning_tokens_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0;
+};
+
+}  // namespace gossamer::server

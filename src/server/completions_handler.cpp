@@ -1,0 +1,248 @@
+// POST /v1/completions: raw text (or token ids) in, text out; no chat template.
+#include "server/handlers.h"
+#include "server/stop_filter.h"
+
+namespace gossamer::server {
+
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(20);
+
+struct TextChoice {
+  std::shared_ptr<RequestStream> stream;
+  IncrementalDecoder dec;
+  StopFilter stop;
+  std::string text;
+  std::vector<SampledToken> tokens;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+  bool done = false, stop_hit = false;
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+  TextChoice(std::shared_ptr<RequestStream> s, std::shared_ptr<const Tokenizer> tok,
+             std::vector<std::string> stops)
+      : stream(std::move(s)), dec(std::move(tok)), stop(std::move(stops)) {}
+  ~TextChoice() {
+    if (!stream->finished()) stream->cancel();
+  }
+  // Appends newly released text to *delta; true when done.
+  bool poll(std::string* delta) {
+    if (done) return true;
+    StreamChunk c;
+    if (!stream->wait(&c, kPoll)) return false;
+    prompt_tokens = c.prompt_tokens;
+    cached_tokens = c.cached_tokens;
+    for (const auto& t : c.tokens) {
+      if (stop_hit) break;
+      tokens.push_back(t);
+      Result<std::string> piece = dec.push(t.token);
+      bool hit = false;
+      *delta += stop.push(piece.ok() ? *piece : std::string(), &hit);
+      stop_hit = hit;
+    }
+    if (stop_hit) {
+      stream->cancel();
+    } else if (!c.finished) {
+      return false;
+    }
+    if (!stop_hit) {
+      reason = c.reason;
+      bool hit = false;
+      *delta += stop.push(dec.flush(), &hit);
+      stop_hit = hit;
+      *delta += stop.flush();
+      if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
+        error = c.error.empty() ? "the request was cancelled" : c.error;
+      }
+    }
+    text += *delta;
+    done = true;
+    return true;
+  }
+  std::string finish_reason() const {
+    if (stop_hit) return "stop";
+    return reason == FinishReason::kLength || reason == FinishReason::kTimeout ? "length" : "stop";
+  }
+};
+
+struct Job {
+  RequestOptions ro;
+  std::vector<std::unique_ptr<TextChoice>> choices;
+  std::string id;
+  int64_t created = 0;
+  std::vector<bool> finished;
+};
+
+bool prompt_ids(const Ctx& ctx, const json& body, std::vector<int32_t>* ids, ApiError* err) {
+  auto it = body.find("prompt");
+  if (it == body.end()) return *err = bad_request("'prompt' is required", "prompt"), false;
+  json p = *it;
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+  if (p.is_string()) {
+    *ids = ctx.tok->encode(p.get<std::string>(), /*allow_special=*/true);
+    return true;
+  }
+  if (p.is_array() && !p.empty()) {
+    for (const auto& t : p) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() >= ctx.engine->config().vocab_size) {
+        return *err = bad_request("'prompt' token ids must be integers in [0, vocab_size)",
+                                  "prompt"),
+               false;
+      }
+      ids->push_back(t.get<int32_t>());
+    }
+    return true;
+  }
+  *err = bad_request("'prompt' must be a string, an array of token ids, or a one-element array "
+                     "of either (batches of prompts are not supported)",
+                     "prompt");
+  return false;
+}
+
+json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t from,
+                   int64_t text_offset0) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+  int64_t off = text_offset0;
+  for (size_t i = from; i < toks.size(); ++i) {
+    Result<std::string> b = ctx.tok->token_bytes(toks[i].token);
+    std::string s = b.ok() ? *b : std::string();
+    tokens.push_back(s);
+    lps.push_back(toks[i].logprob);
+    json top = json::object();
+    for (const auto& a : toks[i].top) {
+      Result<std::string> ab = ctx.tok->token_bytes(a.token);
+      top[ab.ok() ? *ab : std::string()] = a.logprob;
+    }
+    tops.push_back(top);
+    offs.push_back(off);
+    off += static_cast<int64_t>(s.size());
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
+              {"text_offset", offs}};
+}
+
+json usage(const Job& job) {
+  int64_t prompt = 0, cached = 0, completion = 0;
+  for (const auto& c : job.choices) {
+    prompt = c->prompt_tokens;
+    cached = std::max(cached, c->cached_tokens);
+    completion += static_cast<int64_t>(c->tokens.size());
+  }
+  return json{{"prompt_tokens", prompt},
+              {"completion_tokens", completion},
+              {"total_tokens", prompt + completion},
+              {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+json body_json(const Ctx& ctx, const Job& job, json choices) {
+  return json{{"id", job.id},          {"object", "text_completion"}, {"created", job.created},
+              {"model", ctx.opts.model_name}, {"system_fingerprint", "gossamer"},
+              {"choices", std::move(choices)}};
+}
+
+bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
+  if (!sink.is_writable()) return false;
+  auto send = [&](const json& j) {
+    const std::string t = sse_data(j);
+    return sink.write(t.data(), t.size());
+  };
+  bool all = true;
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    if (job.finished[i]) continue;
+    TextChoice& c = *job.choices[i];
+    const size_t before = c.tokens.size();
+    const int64_t off0 = static_cast<int64_t>(c.text.size());
+    std::string delta;
+    const bool done = c.poll(&delta);
+    if (!done) c.text += delta;
+    if (!delta.empty() || done) {
+      json lp = job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, before, off0) : json(nullptr);
+      json ch{{"index", (int)i}, {"text", delta}, {"logprobs", lp},
+              {"finish_reason", done ? json(c.finish_reason()) : json(nullptr)}};
+      if (!send(body_json(ctx, job, json::array({ch})))) return false;
+    }
+    if (done) {
+      job.finished[i] = true;
+      if (!c.error.empty() && !send(error_body(ApiError{500, c.error, "server_error", "", ""}))) {
+        return false;
+      }
+    } else {
+      all = false;
+    }
+  }
+  if (!all) return true;
+  if (job.ro.include_usage) {
+    json u = body_json(ctx, job, json::array());
+    u["usage"] = usage(job);
+    if (!send(u)) return false;
+  }
+  sink.write(kSseDone.data(), kSseDone.size());
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body;
+  ApiError err;
+  if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
+  std::vector<int32_t> ids;
+  if (!prompt_ids(ctx, body, &ids, &err)) return send_error(res, err);
+  const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
+  auto job = std::make_shared<Job>();
+  if (!parse_request_options(body, Endpoint::kCompletions, std::max<int64_t>(room, 1), &job->ro,
+                             &err)) {
+    return send_error(res, err);
+  }
+  if (!job->ro.max_tokens_given) job->ro.gen.max_tokens = std::min<int64_t>(16, std::max<int64_t>(room, 1));
+  job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
+  job->ro.gen.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
+  job->id = make_id(ctx, "cmpl-");
+  job->created = unix_now();
+  for (int64_t i = 0; i < job->ro.n; ++i) {
+    GenerationParams g = job->ro.gen;
+    if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(i);
+    auto stream = ctx.engine->submit(ids, g);
+    if (!stream.ok()) return send_error(res, from_status(stream.status()));
+    job->choices.push_back(std::make_unique<TextChoice>(*stream, ctx.tok, job->ro.stop));
+  }
+  job->finished.assign(job->choices.size(), false);
+  if (job->ro.stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [&ctx, job](size_t, httplib::DataSink& sink) { return pump(ctx, *job, sink); },
+        [job](bool) {
+          for (auto& c : job->choices) c->stream->cancel();
+        });
+    return;
+  }
+  std::string scratch;
+  for (bool all = false; !all;) {
+    all = true;
+    for (auto& c : job->choices) {
+      scratch.clear();
+      if (!c->poll(&scratch)) {
+        c->text += scratch;
+        all = false;
+      }
+    }
+  }
+  json choices = json::array();
+  for (size_t i = 0; i < job->choices.size(); ++i) {
+    const TextChoice& c = *job->choices[i];
+    if (!c.error.empty()) return send_error(res, ApiError{500, c.error, "server_error", "", ""});
+    choices.push_back({{"index", (int)i},
+                       {"text", c.text},
+                       {"logprobs", job->ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0)
+                                                         : json(nullptr)},
+                       {"finish_reason", c.finish_reason()}});
+  }
+  json out = body_json(ctx, *job, choices);
+  out["usage"] = usage(*job);
+  res.set_content(dump(out), "application/json");
+}
+
+}  // namespace gossamer::server

@@ -1,0 +1,109 @@
+#include "server/http_util.h"
+
+namespace gossamer::server {
+
+ApiError bad_request(std::string message, std::string param) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+ApiError from_status(const Status& st) {
+  ApiError e;
+  e.message = st.message();
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      e.http_status = 400;
+      break;
+    case StatusCode::kNotFound:
+      e.http_status = 404;
+      e.type = "not_found_error";
+      break;
+    case StatusCode::kResourceExhausted:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "queue_full";
+      break;
+    case StatusCode::kCancelled:
+      e.http_status = 503;
+      e.type = "server_error";
+      break;
+    default:
+      e.http_status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+json error_body(const ApiError& e) {
+  json err;
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_data(const json& j) { return "data: " + dump(j) + "\n\n"; }
+
+std::string sse_event(const std::string& name, const json& j) {
+  return "event: " + name + "\ndata: " + dump(j) + "\n\n";
+}
+
+bool bearer_matches(std::string_view header, std::string_view key) {
+  constexpr std::string_view kPrefix = "Bearer ";
+  std::string_view given = header.substr(0, kPrefix.size()) == kPrefix
+                               ? header.substr(kPrefix.size())
+                               : std::string_view();
+  // Compare every byte of the expected key regardless of where a mismatch is.
+  unsigned diff = given.size() == key.size() ? 0u : 1u;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const unsigned char g = i < given.size() ? static_cast<unsigned char>(given[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(key[i]);
+  }
+  return diff == 0 && !key.empty();
+}
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace gossamer::server

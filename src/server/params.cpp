@@ -1,0 +1,141 @@
+#include "server/params.h"
+
+#include <cmath>
+
+namespace gossamer::server {
+
+namespace {
+
+// Reads an optional number field into *v; false (with err) on a wrong type or range.
+bool get_number(const json& b, const char* key, double lo, double hi, double* v, ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_number()) {
+    *err = bad_request(std::string("'") + key + "' must be a number", key);
+    return false;
+  }
+  const double x = it->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    *err = bad_request(std::string("'") + key + "' must be in [" + json(lo).dump() + ", " +
+                           json(hi).dump() + "], got " + it->dump(),
+                       key);
+    return false;
+  }
+  *v = x;
+  return true;
+}
+
+bool get_int(const json& b, const char* key, int64_t lo, int64_t hi, int64_t* v, bool* given,
+             ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_number_integer()) {
+    *err = bad_request(std::string("'") + key + "' must be an integer", key);
+    return false;
+  }
+  const int64_t x = it->get<int64_t>();
+  if (x < lo || x > hi) {
+    *err = bad_request(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + std::to_string(x),
+                       key);
+    return false;
+  }
+  *v = x;
+  if (given) *given = true;
+  return true;
+}
+
+bool get_bool(const json& b, const char* key, bool* v, ApiError* err) {
+  auto it = b.find(key);
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_boolean()) {
+    *err = bad_request(std::string("'") + key + "' must be a boolean", key);
+    return false;
+  }
+  *v = it->get<bool>();
+  return true;
+}
+
+bool get_stop(const json& b, std::vector<std::string>* stop, ApiError* err) {
+  auto it = b.find("stop");
+  if (it == b.end() || it->is_null()) return true;
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) stop->push_back(it->get<std::string>());
+    return true;
+  }
+  if (!it->is_array() || it->size() > 4) {
+    *err = bad_request("'stop' must be a string or an array of at most 4 strings", "stop");
+    return false;
+  }
+  for (const auto& s : *it) {
+    if (!s.is_string()) {
+      *err = bad_request("'stop' must contain only strings", "stop");
+      return false;
+    }
+    if (!s.get<std::string>().empty()) stop->push_back(s.get<std::string>());
+  }
+  return true;
+}
+
+bool get_logprobs(const json& b, Endpoint ep, GenerationParams* g, ApiError* err) {
+  if (ep == Endpoint::kCompletions) {  // legacy: logprobs is the number of alternatives
+    int64_t k = -1;
+    if (!get_int(b, "logprobs", 0, 20, &k, nullptr, err)) return false;
+    if (k >= 0) {
+      g->logprobs = true;
+      g->top_logprobs = k;
+    }
+    return true;
+  }
+  if (!get_bool(b, "logprobs", &g->logprobs, err)) return false;
+  if (!get_int(b, "top_logprobs", 0, 20, &g->top_logprobs, nullptr, err)) return false;
+  if (g->top_logprobs > 0 && !g->logprobs) {
+    *err = bad_request("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_tokens,
+                           RequestOptions* out, ApiError* err) {
+  GenerationParams& g = out->gen;
+  if (!get_number(b, "temperature", 0, 2, &g.temperature, err)) return false;
+  if (!get_number(b, "top_p", 0, 1, &g.top_p, err)) return false;
+  if (g.top_p <= 0) {
+    *err = bad_request("'top_p' must be > 0", "top_p");
+    return false;
+  }
+  if (!get_int(b, "top_k", -1, 1 << 30, &g.top_k, nullptr, err)) return false;
+  if (g.top_k < 0) g.top_k = 0;  // -1 = disabled (vLLM convention)
+  if (!get_number(b, "min_p", 0, 1, &g.min_p, err)) return false;
+  if (!get_number(b, "presence_penalty", -2, 2, &g.presence_penalty, err)) return false;
+  if (!get_number(b, "frequency_penalty", -2, 2, &g.frequency_penalty, err)) return false;
+  int64_t seed = -1;
+  bool seed_given = false;
+  if (!get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &seed_given, err)) return false;
+  if (seed_given) g.seed = static_cast<uint64_t>(seed);
+  if (!get_logprobs(b, ep, &g, err)) return false;
+  const char* max_keys[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
+  g.max_tokens = default_max_tokens;
+  for (const char* k : max_keys) {
+    if (ep == Endpoint::kResponses && std::string(k) != "max_output_tokens") continue;
+    if (ep != Endpoint::kResponses && std::string(k) == "max_output_tokens") continue;
+    if (!get_int(b, k, 1, INT64_MAX, &g.max_tokens, &out->max_tokens_given, err)) return false;
+  }
+  if (ep != Endpoint::kResponses && !get_stop(b, &out->stop, err)) return false;
+  if (!get_int(b, "n", 1, 16, &out->n, nullptr, err)) return false;
+  if (!get_bool(b, "stream", &out->stream, err)) return false;
+  auto so = b.find("stream_options");
+  if (so != b.end() && !so->is_null()) {
+    if (!so->is_object()) {
+      *err = bad_request("'stream_options' must be an object", "stream_options");
+      return false;
+    }
+    if (!get_bool(*so, "include_usage", &out->include_usage, err)) return false;
+  }
+  return true;
+}
+
+}  // namespace gossamer::server

@@ -1,0 +1,31 @@
+// Sampling / stop / streaming fields shared by /v1/chat/completions, /v1/completions and
+// /v1/responses, parsed with type and range checks (errors name the field).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/request.h"
+#include "server/http_util.h"
+
+namespace gossamer::server {
+
+enum class Endpoint { kChat, kCompletions, kResponses };
+
+struct RequestOptions {
+  GenerationParams gen;
+  bool max_tokens_given = false;
+  std::vector<std::string> stop;  // stop strings (at most 4), matched on the output text
+  int64_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses the fields; `ep` selects the spelling (max_tokens / max_completion_tokens /
+// max_output_tokens; logprobs bool vs int). Unknown fields are ignored, as OpenAI's servers do
+// for forward compatibility. Returns an ApiError (400) naming the field on bad input.
+// default_max_tokens: used when no limit is given.
+bool parse_request_options(const json& body, Endpoint ep, int64_t default_max_tokens,
+                           RequestOptions* out, ApiError* err);
+
+}  // namespace gossamer::server

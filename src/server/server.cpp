@@ -1,0 +1,275 @@
+// Routing, auth, limits and the small endpoints (/v1/models, /health, /metrics, /tokenize,
+// /detokenize, /apply-template).
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "harmony/render.h"
+#include "server/handlers.h"
+
+namespace gossamer::server {
+
+Status ServerOptions::validate() const {
+  if (port < 0 || port > 65535) return InvalidArgument("--port must be in [0, 65535]");
+  if (max_body_bytes < 1024) return InvalidArgument("max body size must be >= 1024 bytes");
+  if (request_timeout.count() < 1) return InvalidArgument("--request-timeout must be >= 1 s");
+  if (model_name.empty()) return InvalidArgument("the served model name is empty");
+  return render.validate();
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.http_status;
+  if (e.http_status == 429) res.set_header("Retry-After", "1");
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+std::string make_id(Ctx& ctx, const char* prefix) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)(ctx.next_id++ * 0x9e3779b97f4a7c15ULL));
+  return std::string(prefix) + buf;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool parse_body(const Ctx& ctx, const httplib::Request& req, json* body, ApiError* err) {
+  if (!valid_utf8(req.body)) {
+    *err = bad_request("the request body is not valid UTF-8");
+    return false;
+  }
+  *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body->is_discarded()) {
+    *err = bad_request("the request body is not valid JSON");
+    return false;
+  }
+  if (!body->is_object()) {
+    *err = bad_request("the request body must be a JSON object");
+    return false;
+  }
+  auto m = body->find("model");
+  if (m == body->end() || !m->is_string()) {
+    *err = bad_request("'model' is required and must be a string", "model");
+    return false;
+  }
+  if (m->get<std::string>() != ctx.opts.model_name) {
+    *err = ApiError{404, "The model '" + m->get<std::string>() + "' does not exist (this server "
+                         "serves '" + ctx.opts.model_name + "')",
+                    "invalid_request_error", "model", "model_not_found"};
+    return false;
+  }
+  return true;
+}
+
+struct Server::Impl {
+  Ctx ctx;
+  httplib::Server http;
+  int bound_port = -1;
+};
+
+namespace {
+
+bool needs_auth(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" ||
+         path == "/apply-template";
+}
+
+void handle_models(Ctx& ctx, httplib::Response& res) {
+  json m{{"id", ctx.opts.model_name},
+         {"object", "model"},
+         {"created", unix_now()},
+         {"owned_by", "gossamer"},
+         {"max_model_len", ctx.engine->max_model_len()}};
+  res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+}
+
+// Parses the body of a utility endpoint (no "model" required).
+bool util_body(const httplib::Request& req, json* body, ApiError* err) {
+  if (!valid_utf8(req.body)) return *err = bad_request("the body is not valid UTF-8"), false;
+  *body = json::parse(req.body, nullptr, false);
+  if (body->is_discarded() || !body->is_object()) {
+    return *err = bad_request("the body must be a JSON object"), false;
+  }
+  return true;
+}
+
+void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body;
+  ApiError err;
+  if (!util_body(req, &body, &err)) return send_error(res, err);
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    if (!body.contains("model")) body["model"] = ctx.opts.model_name;
+    auto p = harmony::render_chat_request(dump(body), *ctx.tok, ctx.opts.render);
+    if (!p.ok()) return send_error(res, from_status(p.status()));
+    ids = p->ids;
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || !it->is_string()) {
+      return send_error(res, bad_request("'prompt' (string) or 'messages' is required", "prompt"));
+    }
+    bool special = body.value("add_special_tokens", false) || body.value("allow_special", false);
+    ids = ctx.tok->encode(it->get<std::string>(), special);
+  }
+  res.set_content(dump(json{{"tokens", ids},
+                            {"count", ids.size()},
+                            {"max_model_len", ctx.engine->max_model_len()}}),
+                  "application/json");
+}
+
+void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body;
+  ApiError err;
+  if (!util_body(req, &body, &err)) return send_error(res, err);
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array()) {
+    return send_error(res, bad_request("'tokens' must be an array of integers", "tokens"));
+  }
+  std::vector<int32_t> ids;
+  for (const auto& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+      return send_error(res, bad_request("'tokens' must contain non-negative integers", "tokens"));
+    }
+    ids.push_back(t.get<int32_t>());
+  }
+  auto text = ctx.tok->decode(ids);
+  if (!text.ok()) return send_error(res, bad_request(text.status().message(), "tokens"));
+  res.set_content(dump(json{{"prompt", *text}}), "application/json");
+}
+
+void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body;
+  ApiError err;
+  if (!util_body(req, &body, &err)) return send_error(res, err);
+  auto p = harmony::render_chat_request(dump(body), *ctx.tok, ctx.opts.render);
+  if (!p.ok()) return send_error(res, from_status(p.status()));
+  res.set_content(dump(json{{"prompt", p->text}, {"tokens", p->ids}}), "application/json");
+}
+
+const char* status_message(int status) {
+  switch (status) {
+    case 404: return "route not found";
+    case 405: return "method not allowed";
+    case 413: return "the request body is too large";
+    case 414: return "the request URI is too long";
+    default: return "the request could not be handled";
+  }
+}
+
+void install_routes(Server::Impl& s) {
+  Ctx& ctx = s.ctx;
+  auto& h = s.http;
+  h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (ctx.opts.api_key.empty() || !needs_auth(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    send_error(res, ApiError{401, "invalid or missing API key (Authorization: Bearer <key>)",
+                             "authentication_error", "", "invalid_api_key"});
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  h.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    ApiError e{res.status, status_message(res.status),
+               res.status == 404 ? "not_found_error" : "invalid_request_error", "", ""};
+    res.set_content(dump(error_body(e)), "application/json");
+  });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError{500, what, "server_error", "", ""});
+  });
+  h.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.status = ctx.stopping ? 503 : 200;
+    res.set_content(ctx.stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}",
+                    "application/json");
+  });
+  h.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ctx.engine->metrics().prometheus(ctx.opts.model_name),
+                    "text/plain; version=0.0.4");
+  });
+  h.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+    handle_models(ctx, res);
+  });
+  h.Post("/v1/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_chat(ctx, q, r);
+  });
+  h.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_completions(ctx, q, r);
+  });
+  h.Post("/v1/responses", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_responses(ctx, q, r);
+  });
+  h.Post("/tokenize", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_tokenize(ctx, q, r);
+  });
+  h.Post("/detokenize", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_detokenize(ctx, q, r);
+  });
+  h.Post("/apply-template", [&ctx](const httplib::Request& q, httplib::Response& r) {
+    handle_apply_template(ctx, q, r);
+  });
+}
+
+}  // namespace
+
+Server::Server(Engine* engine, std::shared_ptr<const Tokenizer> tok, ServerOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  Ctx& ctx = impl_->ctx;
+  ctx.engine = engine;
+  ctx.tok = std::move(tok);
+  ctx.opts = std::move(opts);
+  for (const char* s : {"<|return|>", "<|call|>"}) {
+    if (auto id = ctx.tok->special_id(s)) ctx.chat_stop_ids.push_back(*id);
+  }
+  for (int64_t e : engine->config().eos_token_ids) {
+    ctx.completion_stop_ids.push_back(static_cast<int32_t>(e));
+    if (std::find(ctx.chat_stop_ids.begin(), ctx.chat_stop_ids.end(), e) ==
+        ctx.chat_stop_ids.end()) {
+      ctx.chat_stop_ids.push_back(static_cast<int32_t>(e));
+    }
+  }
+  auto& h = impl_->http;
+  h.set_payload_max_length(static_cast<size_t>(ctx.opts.max_body_bytes));
+  h.set_read_timeout(std::chrono::seconds(30));
+  h.set_write_timeout(std::chrono::seconds(30));
+  h.set_keep_alive_max_count(1000);
+  int threads = ctx.opts.http_threads;
+  if (threads <= 0) threads = 64;
+  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  install_routes(*impl_);
+}
+
+Server::~Server() { stop(); }
+
+Status Server::bind() {
+  const auto& o = impl_->ctx.opts;
+  GS_RETURN_IF_ERROR(o.validate());
+  int p = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : o.port;
+  if (o.port != 0 && !impl_->http.bind_to_port(o.host, o.port)) p = -1;
+  if (p < 0) {
+    return IoError("cannot listen on " + o.host + ":" + std::to_string(o.port) +
+                   " (address in use or not available)");
+  }
+  impl_->bound_port = p;
+  return Status::Ok();
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+void Server::run() { impl_->http.listen_after_bind(); }
+
+void Server::stop() {
+  impl_->ctx.stopping = true;
+  if (impl_->http.is_running()) impl_->http.stop();
+}
+
+}  // namespace gossamer::server

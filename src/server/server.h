@@ -1,0 +1,51 @@
+// The OpenAI-compatible HTTP server (cpp-httplib): routes, API-key check, body limit, admission
+// errors, graceful stop. It talks to the Engine only through Engine::submit and RequestStreams.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "harmony/render.h"
+#include "runtime/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gossamer::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (see Server::port())
+  std::string api_key;  // non-empty: /v1/* and the utility endpoints need "Bearer <key>"
+  std::string model_name = "gossamer";
+  int64_t max_body_bytes = int64_t{8} << 20;
+  std::chrono::seconds request_timeout{600};
+  int64_t default_max_tokens = 0;  // when a request sets none: 0 = up to the context limit
+  int http_threads = 0;  // 0: sized from the engine's queue and batch limits
+  harmony::RenderOptions render;
+  Status validate() const;
+};
+
+class Server {
+ public:
+  Server(Engine* engine, std::shared_ptr<const Tokenizer> tok, ServerOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket (IoError naming host:port on failure).
+  Status bind();
+  int port() const;
+  // Serves until stop(). Blocks.
+  void run();
+  // Thread-safe; makes run() return after in-flight handlers finish.
+  void stop();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gossamer::server

@@ -1,0 +1,59 @@
+// Byte-level BPE model: byte strings <-> ids and the merge loop. Operates on raw bytes; the
+// GPT-2 byte<->unicode mapping of tokenizer.json is undone at load time (see byte_level.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "tokenizer/flat_tables.h"
+
+namespace gossamer::tok {
+
+class BpeModel {
+ public:
+  // vocab: (raw bytes, id) pairs; merges: (left bytes, right bytes) in rank order.
+  // Errors name the offending entry (duplicate id/bytes, merge of unknown tokens, missing
+  // single-byte tokens).
+  static Result<BpeModel> build(const std::vector<std::pair<std::string, int32_t>>& vocab,
+                                const std::vector<std::pair<std::string, std::string>>& merges,
+                                bool ignore_merges);
+
+  // Appends the ids of one pre-tokenized piece (non-empty) to *out.
+  void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;
+
+  // The two merge strategies, exposed for tests (must agree): simple O(n^2) scan for short
+  // pieces and a heap + linked list, O(n log n), for long ones. Input: initial symbol ids.
+  void merge_quadratic(std::vector<int32_t>* syms) const;
+  void merge_heap(std::vector<int32_t>* syms) const;
+
+  // -1 when the byte string is not a token.
+  int32_t find(std::string_view bytes) const { return by_bytes_.find(bytes); }
+  int32_t byte_token(uint8_t b) const { return byte_ids_[b]; }
+  // Raw bytes of a model token; empty when id is not a model token.
+  std::string_view bytes_of(int32_t id) const {
+    if (id < 0 || static_cast<size_t>(id) + 1 >= offsets_.size()) return {};
+    return std::string_view(arena_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
+  }
+  bool has_id(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < present_.size() && present_[id];
+  }
+  int32_t max_id() const { return static_cast<int32_t>(present_.size()) - 1; }
+  size_t num_merges() const { return merges_.size(); }
+
+  static constexpr size_t kQuadraticMax = 48;  // pieces up to this many bytes use the scan
+
+ private:
+  StringIdMap by_bytes_;
+  PairMap merges_;
+  std::string arena_;              // all token bytes, by id
+  std::vector<uint32_t> offsets_;  // [max_id + 2]
+  std::vector<bool> present_;
+  int32_t byte_ids_[256] = {};
+  bool ignore_merges_ = false;
+};
+
+}  // namespace gossamer::tok
