@@ -128,7 +128,9 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   Backend b;
   std::string dir = a.model;
   *demo = dir.empty();
-  if (*demo) GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer));
+  if (*demo) {
+    GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer));
+  }
   std::string tok_path = dir + "/tokenizer.json";
   if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
     GS_ASSIGN_OR_RETURN(tok_path, find_tokenizer(a.tokenizer));

@@ -294,10 +294,18 @@ void StreamingParser::header_abandoned(std::vector<ParserEvent>& ev, const std::
   if (text.empty()) return;
   Header h = parse_header(text);
   warn(why + " (header " + quoted(text) + ")");
-  if (h.leftover.empty()) return;
-  begin_implicit_content(ev, "header words kept as content: " + quoted(h.leftover));
+  // Something that never looked like a header (no channel, no recipient) is kept verbatim;
+  // otherwise only the words that are not header fields are.
+  const bool headerish = !h.channel.empty() || !h.recipient.empty();
+  std::string keep = headerish ? h.leftover : text;
+  if (!headerish && keep.rfind("assistant", 0) == 0 &&
+      (keep.size() == 9 || is_ascii_space(keep[9]))) {
+    keep.erase(0, 9);  // the role after <|start|>
+  }
+  if (keep.empty()) return;
+  begin_implicit_content(ev, "header text kept as content: " + quoted(keep));
   channel_ = h.channel;
-  emit_text(ev, h.leftover);
+  emit_text(ev, keep);
   close_message(ev);
 }
 

@@ -136,6 +136,7 @@ Status parse_rope(const json& root, ModelConfig* cfg) {
     return field_error("rope_parameters", "must be an object");
   }
   if (has(root, "rope_theta") || !params) {
+    GS_RETURN_IF_ERROR(require_double(root, "rope_theta", &cfg->rope_theta));
   }
   if (params) {
     const json& p = root.at("rope_parameters");

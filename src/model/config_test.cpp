@@ -121,6 +121,49 @@ TEST(Config, OptionalForms) {
   EXPECT_EQ(r->head_dim, 64);
 }
 
+// transformers 5.x save_pretrained() writes rope_theta and the yarn fields into rope_parameters,
+// omits experts_per_token, writes null token ids and adds swiglu_alpha.
+TEST(Config, Transformers5Form) {
+  json j = real_120b();
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j.erase("experts_per_token");
+  j["pad_token_id"] = nullptr;
+  j["eos_token_id"] = nullptr;
+  j["swiglu_alpha"] = 1.702;
+  j["rope_parameters"] = {{"beta_fast", 16.0},     {"beta_slow", 2.0},
+                          {"factor", 8.0},         {"original_max_position_embeddings", 2048},
+                          {"rope_theta", 50000.0}, {"rope_type", "yarn"},
+                          {"truncate", true}};
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope_theta, 50000.0);
+  EXPECT_EQ(r->rope_scaling.rope_type, "yarn");
+  EXPECT_EQ(r->rope_scaling.factor, 8.0);
+  EXPECT_EQ(r->rope_scaling.beta_fast, 16.0);
+  EXPECT_EQ(r->rope_scaling.beta_slow, 2.0);
+  EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 2048);
+  EXPECT_TRUE(r->rope_scaling.truncate);
+  EXPECT_EQ(r->experts_per_token, 4);
+  EXPECT_EQ(r->pad_token_id, -1);
+  EXPECT_TRUE(r->eos_token_ids.empty());
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000}};
+  r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope_scaling.rope_type, "none");
+  EXPECT_EQ(r->rope_theta, 10000.0);
+  j["rope_theta"] = 20000;  // both present and disagreeing
+  expect_error(j, "rope_theta");
+  j.erase("rope_theta");
+  j["rope_parameters"].erase("rope_theta");
+  expect_error(j, "rope_theta");
+  j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 10000}};
+  expect_error(j, "rope_parameters.rope_type");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000}};
+  j["swiglu_alpha"] = 1.0;
+  expect_error(j, "swiglu_alpha");
+}
+
 TEST(Config, Errors) {
   auto with = [](const char* k, json v) {
     json j = real_120b();

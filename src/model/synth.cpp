@@ -9,11 +9,12 @@
 //  self_attn.sinks         U(-3, 3)               (both signs, a few units)
 //  mlp.router.weight       N(0, 1/sqrt(hidden))  -> router logits ~N(0,1): top-k varies by token
 //  lm_head                 N(0, 1/sqrt(hidden))  -> logits ~N(0,1)
-//  experts (MXFP4)         codes uniform over all 16 E2M1 codes (E[v^2] = 8.5625), block
-//                          exponent floor(c + u) + d with u ~ U(0,1), d in {-1,0,0,+1}, and
-//                          c = log2(1/sqrt(fan_in) / (sqrt(8.5625) * 1.25)); the 1.25 undoes the
-//                          spread of d (E[4^d] = 1.5625), so the dequantised std is within ~12%
-//                          of 1/sqrt(fan_in).
+//  experts (MXFP4)         codes uniform over all 16 E2M1 codes (E[v^2] = 8.5625); block
+//                          exponent floor(c) + B + d with B ~ Bernoulli((4^frac(c) - 1) / 3),
+//                          d in {-1,0,0,+1} and c = log2(1/sqrt(fan_in) / (sqrt(8.5625) * 1.25)).
+//                          B makes E[4^(floor(c)+B)] = 4^c exactly and the 1.25 undoes the spread
+//                          of d (E[4^d] = 1.5625), so the dequantised variance is exactly
+//                          1/fan_in in expectation, while block scales span ~4 binades.
 // "N" is the Irwin-Hall approximation sqrt(3) * (u1+u2+u3+u4 - 2) (exact mean/variance, |z| <=
 // 3.46): cheap and deterministic.
 #include "model/synth.h"
@@ -68,7 +69,7 @@ uint8_t scale_byte(const FillSpec& f, int64_t j) {
   const double u = static_cast<double>(h >> 40) * (1.0 / 16777216.0);
   const int low = static_cast<int>(h & 3);
   const int d = low == 0 ? -1 : (low == 3 ? 1 : 0);
-  int e = 127 + static_cast<int>(std::floor(f.log2_scale + u)) + d;
+  int e = 127 + f.scale_floor + (u < f.scale_up_prob ? 1 : 0) + d;
   e = e < 1 ? 1 : (e > 254 ? 254 : e);
   return static_cast<uint8_t>(e);
 }
@@ -130,6 +131,8 @@ void add_expert_matrix(const ModelConfig& cfg, uint64_t seed, const std::string&
   f.rows = rows;
   f.cols = cols;
   f.log2_scale = std::log2(inv_sqrt(cols) / (kCodeRms * kSpreadRms));
+  f.scale_floor = static_cast<int>(std::floor(f.log2_scale));
+  f.scale_up_prob = (std::exp2(2.0 * (f.log2_scale - f.scale_floor)) - 1.0) / 3.0;
   if (cfg.expert_format == ExpertFormat::kMxfp4) {
     SynthTensor blocks{{base + "_blocks", DType::kU8, {E, rows, cols / 32, 16}}, f};
     blocks.fill.kind = FillKind::kMxfp4Blocks;

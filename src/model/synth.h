@@ -37,7 +37,9 @@ struct FillSpec {
   float mean = 0, std = 0;     // kNormal
   float lo = 0, hi = 0;        // kUniform
   int64_t rows = 0, cols = 0;  // MXFP4 kinds: per-expert matrix, rows outputs x cols inputs
-  double log2_scale = 0;       // MXFP4 kinds: centre of log2(block scale), see synth.cpp
+  double log2_scale = 0;       // MXFP4 kinds: log2 of the typical block scale, see synth.cpp
+  int scale_floor = 0;         // MXFP4 kinds: floor(log2_scale)
+  double scale_up_prob = 0;    // MXFP4 kinds: P(exponent floor + 1), makes E[scale^2] exact
 };
 
 struct SynthTensor {

@@ -6,6 +6,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -165,7 +166,7 @@ def test_statistics_as_documented(real_shapes):
         d = dequant(blocks, scales)
         ratio = d.std() / fan_in ** -0.5
         print(f"{proj}: dequantised std / (1/sqrt(fan_in)) = {ratio:.3f}")
-        assert 0.88 < ratio < 1.12 and abs(d.mean()) < 0.01 * fan_in ** -0.5, proj
+        assert 0.95 < ratio < 1.05 and abs(d.mean()) < 0.01 * fan_in ** -0.5, proj
         assert rel(w[p + f"mlp.experts.{proj}_bias"].std(), 0.1) < 0.05
 
 
@@ -195,17 +196,28 @@ def test_forward_is_healthy_at_real_shapes(gossamer, tmp_path_factory, seed):
         assert len(set(top1.tolist())) >= 3, top1  # >= 3 of the 4 experts win some token
 
 
+# Runs argv[1:] and prints the child's peak RSS in bytes. A fresh small interpreter does the
+# fork: Linux carries a forking process's RSS high-water mark into the child's ru_maxrss, so
+# forking from the (large) pytest process would report pytest's size.
+PEAK_RSS_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)
+"""
+
+
 def test_peak_rss_bounded(tmp_path):
     """A ~1 GB checkpoint is streamed: peak RSS stays a small fraction of the output size."""
     out = tmp_path / "big"
-    p = subprocess.Popen([gossamer_bin(), "synth", "--preset", "20b", "--layers", "1",
-                          "--vocab", "32768", "--out", str(out), "--quiet"],
-                         stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    assert p.returncode == 0, p.stderr.read().decode()
+    p = subprocess.run([sys.executable, "-c", PEAK_RSS_LAUNCHER, gossamer_bin(), "synth",
+                        "--preset", "20b", "--layers", "1", "--vocab", "40960", "--out", str(out),
+                        "--quiet"], capture_output=True, text=True, timeout=600)
+    rc, peak = map(int, p.stdout.split())
+    assert rc == 0, p.stderr
     size = sum(f.stat().st_size for f in out.iterdir())
-    peak = usage.ru_maxrss * 1024  # Linux: KiB
     print(f"synth wrote {size / 1e9:.2f} GB with peak RSS {peak / 1e6:.1f} MB")
     assert size > 0.9e9 and peak < 150e6
 

@@ -122,4 +122,32 @@ Result<CudaDeviceInfo> CudaModelRunner::device_info(int device) {
   return d;
 }
 
+Result<double> CudaModelRunner::measure_copy_gbs(int device) {
+  GS_CUDA_RETURN(cudaSetDevice(device));
+  const size_t n = size_t{256} << 20;
+  void *a = nullptr, *b = nullptr;
+  GS_CUDA_RETURN(cudaMalloc(&a, n));
+  if (cudaMalloc(&b, n) != cudaSuccess) {
+    cudaFree(a);
+    return ResourceExhausted("measure_copy_gbs: cudaMalloc failed");
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e0);
+  const int iters = 20;
+  for (int i = 0; i < iters; ++i) cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  GS_CUDA_RETURN(cudaGetLastError());
+  return 2.0 * static_cast<double>(n) * iters / (ms * 1e-3) / 1e9;
+}
+
 }  // namespace gossamer

@@ -72,6 +72,8 @@ class CudaModelRunner : public ModelRunner {
   // Model bytes read per decode step at batch 1 and context `depth` (weights + KV).
   double decode_bytes(int64_t depth) const;
   static Result<CudaDeviceInfo> device_info(int device);
+  // Device-to-device cudaMemcpy bandwidth (GB/s counting read + write), 256 MiB buffers.
+  static Result<double> measure_copy_gbs(int device);
   // Which kernel variant each op uses for a batch of `rows` (kernel-path report).
   std::string kernel_path(int rows) const;
 

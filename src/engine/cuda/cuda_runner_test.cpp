@@ -1,0 +1,252 @@
+// End-to-end GPU tests of CudaModelRunner against the CPU reference engine (make_cpu_runner) on
+// random small gpt-oss checkpoints written by `synth` and read back with load_model. Label "gpu".
+#include "engine/cuda/cuda_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "engine/cpu_runner.h"
+#include "model/synth.h"
+
+namespace gossamer {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t fresh_seed(const char* what) {
+  uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (const char* e = std::getenv("GOSSAMER_SEED")) s = std::strtoull(e, nullptr, 10);
+  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what, static_cast<unsigned long long>(s));
+  return s;
+}
+
+double rel_err(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct Fixture {
+  fs::path dir;
+  std::shared_ptr<LoadedModel> model;
+  std::unique_ptr<ModelRunner> cpu;
+  std::unique_ptr<CudaModelRunner> gpu;
+  KvCacheSpec kv;
+  ~Fixture() {
+    cpu.reset();
+    gpu.reset();
+    model.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// A random small config with the kernels' constraints (head_dim 64) and real-model structure.
+ModelConfig small_config(std::mt19937_64& rng) {
+  ModelConfig c = preset_config("tiny").value();
+  const int kv_heads = 1 + static_cast<int>(rng() % 2), group = 1 << (rng() % 3);
+  c.vocab_size = 1000 + static_cast<int64_t>(rng() % 500);
+  c.hidden_size = 64 * (1 + static_cast<int64_t>(rng() % 3));
+  c.intermediate_size = 32 * (1 + static_cast<int64_t>(rng() % 4));
+  c.num_hidden_layers = 3;
+  c.num_key_value_heads = kv_heads;
+  c.num_attention_heads = kv_heads * group;
+  c.head_dim = 64;
+  c.num_local_experts = 8;
+  c.experts_per_token = 4;
+  c.sliding_window = 8;
+  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention, LayerType::kSlidingAttention};
+  c.eos_token_ids = {1};
+  c.pad_token_id = 0;
+  return c;
+}
+
+void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max_step_tokens) {
+  f->dir = fs::temp_directory_path() / ("gossamer_cuda_test_" + std::to_string(seed));
+  SynthOptions so;
+  so.config = cfg;
+  so.seed = seed;
+  so.out_dir = f->dir.string();
+  ASSERT_TRUE(write_synth_checkpoint(so).ok());
+  auto m = load_model(f->dir.string());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  f->model = *m;
+  f->kv = KvCacheSpec{16, 32, 32};
+  auto cpu = make_cpu_runner(f->model, f->kv, 2);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  f->cpu = std::move(*cpu);
+  CudaRunnerOptions o;
+  o.kv = f->kv;
+  o.max_seq_len = 256;
+  o.max_seqs = 4;
+  o.max_step_tokens = max_step_tokens;
+  auto gpu = CudaModelRunner::create(*f->model, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
+  f->gpu = std::move(*gpu);
+}
+
+int argmax(const float* v, int64_t n, float* margin) {
+  const int64_t best = std::max_element(v, v + n) - v;
+  float second = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    if (i != best) second = std::max(second, v[i]);
+  *margin = v[best] - second;
+  return static_cast<int>(best);
+}
+
+// Prefill (all logits) + greedy decode of one sequence on both runners, feeding the CPU's
+// greedy token to both; logits compared every step.
+void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
+  const int64_t V = f.model->config.vocab_size;
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> prompt(prompt_len);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % V);
+  std::vector<int32_t> table(16);
+  for (int i = 0; i < 16; ++i) table[i] = 31 - i;  // non-trivial physical block order
+  SeqChunk c{prompt, 0, table, table, LogitsMode::kAll};
+  StepOutput oc, og;
+  ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+  const Status s = f.gpu->step({&c, 1}, &og);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(og.rows, prompt_len);
+  const double e_pre = rel_err(og.logits.data(), oc.logits.data(), oc.logits.size());
+  std::printf("prefill %d tokens: logits rel_err %.3g\n", prompt_len, e_pre);
+  EXPECT_LT(e_pre, 1e-2);
+  double worst = 0;
+  int compared = 0, agreed = 0;
+  int32_t tok = 0;
+  float margin = 0;
+  tok = argmax(&oc.logits[(prompt_len - 1) * V], V, &margin);
+  for (int step = 0; step < decode_steps; ++step) {
+    std::vector<int32_t> one = {tok};
+    SeqChunk d{one, prompt_len + step, table, table, LogitsMode::kLast};
+    ASSERT_TRUE(f.cpu->step({&d, 1}, &oc).ok());
+    ASSERT_TRUE(f.gpu->step({&d, 1}, &og).ok());
+    worst = std::max(worst, rel_err(og.logits.data(), oc.logits.data(), V));
+    float mc = 0, mg = 0;
+    const int tc = argmax(oc.logits.data(), V, &mc), tg = argmax(og.logits.data(), V, &mg);
+    auto sampled = f.gpu->last_greedy_tokens();
+    ASSERT_TRUE(sampled.ok());
+    EXPECT_EQ((*sampled)[0], tg) << "GPU-side greedy token differs from argmax of its logits";
+    if (mc > 1e-3f * std::max(1.f, std::fabs(oc.logits[tc]))) {  // not a near-tie
+      ++compared;
+      agreed += tc == tg;
+    }
+    tok = tc;
+  }
+  std::printf("decode %d steps: worst logits rel_err %.3g, greedy agreement %d/%d (non-tied)\n",
+              decode_steps, worst, agreed, compared);
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_EQ(agreed, compared);
+  EXPECT_GE(compared, decode_steps * 3 / 4);
+}
+
+TEST(CudaRunner, MatchesCpuReferenceOnRandomSmallModels) {
+  const uint64_t seed = fresh_seed("cuda runner vs cpu");
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 2; ++trial) {
+    const ModelConfig cfg = small_config(rng);
+    std::printf("config: hidden %lld inter %lld heads %lld/%lld vocab %lld\n",
+                static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.intermediate_size),
+                static_cast<long long>(cfg.num_attention_heads),
+                static_cast<long long>(cfg.num_key_value_heads), static_cast<long long>(cfg.vocab_size));
+    Fixture f;
+    // Trial 1 splits the prefill into sub-batches of 7 tokens.
+    make_fixture(&f, cfg, rng(), trial == 0 ? 64 : 7);
+    if (HasFatalFailure()) return;
+    run_sequence(f, rng(), 21, 40);
+  }
+}
+
+TEST(CudaRunner, BatchedDecodeMatchesCpu) {
+  const uint64_t seed = fresh_seed("cuda runner batch");
+  std::mt19937_64 rng(seed);
+  Fixture f;
+  make_fixture(&f, small_config(rng), rng(), 64);
+  if (HasFatalFailure()) return;
+  const int64_t V = f.model->config.vocab_size;
+  // Three sequences with different prompt lengths, then 5 batched decode steps.
+  const int lens[3] = {5, 17, 33};
+  std::vector<std::vector<int32_t>> tables(3, std::vector<int32_t>(8));
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < 8; ++i) tables[s][i] = s * 8 + i;
+  std::vector<std::vector<int32_t>> toks(3);
+  for (int s = 0; s < 3; ++s) {
+    for (int i = 0; i < lens[s]; ++i) toks[s].push_back(static_cast<int32_t>(rng() % V));
+    SeqChunk c{toks[s], 0, tables[s], tables[s], LogitsMode::kNone};
+    StepOutput oc, og;
+    ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+    ASSERT_TRUE(f.gpu->step({&c, 1}, &og).ok());
+    EXPECT_EQ(og.rows, 0);
+  }
+  double worst = 0;
+  for (int step = 0; step < 5; ++step) {
+    std::vector<std::vector<int32_t>> one(3);
+    std::vector<SeqChunk> chunks;
+    for (int s = 0; s < 3; ++s) {
+      one[s] = {static_cast<int32_t>(rng() % V)};
+      chunks.push_back(SeqChunk{one[s], lens[s] + step, tables[s], tables[s], LogitsMode::kLast});
+    }
+    StepOutput oc, og;
+    ASSERT_TRUE(f.cpu->step(chunks, &oc).ok());
+    ASSERT_TRUE(f.gpu->step(chunks, &og).ok());
+    ASSERT_EQ(og.rows, 3);
+    worst = std::max(worst, rel_err(og.logits.data(), oc.logits.data(), oc.logits.size()));
+  }
+  std::printf("batched decode (3 seqs x 5 steps): worst logits rel_err %.3g\n", worst);
+  EXPECT_LT(worst, 1e-2);
+}
+
+TEST(CudaRunner, RejectsBadChunks) {
+  const uint64_t seed = fresh_seed("cuda runner errors");
+  std::mt19937_64 rng(seed);
+  Fixture f;
+  make_fixture(&f, small_config(rng), rng(), 64);
+  if (HasFatalFailure()) return;
+  std::vector<int32_t> toks = {1, 2, 3};
+  std::vector<int32_t> table = {0};
+  StepOutput out;
+  SeqChunk c{toks, 14, table, table, LogitsMode::kLast};  // positions 14..16 need 2 blocks
+  Status s = f.gpu->step({&c, 1}, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("block table"), std::string::npos) << s.message();
+  std::vector<int32_t> bad = {1, 1 << 30};
+  SeqChunk c2{bad, 0, table, table, LogitsMode::kLast};
+  s = f.gpu->step({&c2, 1}, &out);
+  EXPECT_NE(s.message().find("token 1"), std::string::npos) << s.message();
+  std::vector<int32_t> t2 = {99};
+  SeqChunk c3{toks, 0, t2, t2, LogitsMode::kLast};
+  s = f.gpu->step({&c3, 1}, &out);
+  EXPECT_NE(s.message().find("outside"), std::string::npos) << s.message();
+  EXPECT_FALSE(f.gpu->copy_block(false, 0, 1000).ok());
+}
+
+TEST(CudaRunner, SyntheticBenchDecodeRuns) {
+  ModelConfig c = preset_config("tiny").value();
+  c.head_dim = 64;
+  c.hidden_size = 256;
+  c.intermediate_size = 256;
+  CudaRunnerOptions o;
+  o.max_seq_len = 1024;
+  o.max_seqs = 2;
+  auto r = CudaModelRunner::create_synthetic(c, o, 7);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE((*r)->fill_kv_random(3).ok());
+  auto d = (*r)->bench_decode(2, 500, 16);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_GT(d->ms, 0);
+  for (int32_t t : d->last_tokens) EXPECT_TRUE(t >= 0 && t < c.vocab_size);
+  std::printf("%s\n", (*r)->describe().c_str());
+}
+
+}  // namespace
+}  // namespace gossamer

@@ -1,0 +1,130 @@
+// SSE framing, OpenAI error shape, bearer check, UTF-8 validation, request-field validation and
+// stop-string filtering.
+#include <gtest/gtest.h>
+
+#include "server/http_util.h"
+#include "server/params.h"
+#include "server/stop_filter.h"
+
+namespace gossamer::server {
+namespace {
+
+TEST(Sse, FramesDataAndDone) {
+  json j{{"a", 1}, {"b", "x\ny"}};
+  const std::string s = sse_data(j);
+  EXPECT_EQ(s, "data: {\"a\":1,\"b\":\"x\\ny\"}\n\n");  // newline escaped: one data line
+  EXPECT_EQ(std::string(kSseDone), "data: [DONE]\n\n");
+  EXPECT_EQ(sse_event("response.created", json{{"k", 2}}),
+            "event: response.created\ndata: {\"k\":2}\n\n");
+}
+
+TEST(Sse, InvalidUtf8IsReplacedNotThrown) {
+  json j{{"t", std::string("ok\xff")}};
+  std::string s;
+  ASSERT_NO_THROW(s = dump(j));
+  EXPECT_NE(s.find("\xEF\xBF\xBD"), std::string::npos);
+}
+
+TEST(Errors, OpenAiShape) {
+  json e = error_body(bad_request("bad 'x'", "x"));
+  ASSERT_TRUE(e.contains("error"));
+  EXPECT_EQ(e["error"]["message"], "bad 'x'");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(e["error"]["param"], "x");
+  EXPECT_TRUE(e["error"]["code"].is_null());
+  EXPECT_EQ(from_status(ResourceExhausted("q")).http_status, 429);
+  EXPECT_EQ(from_status(InvalidArgument("q")).http_status, 400);
+  EXPECT_EQ(from_status(Internal("q")).http_status, 500);
+}
+
+TEST(Auth, BearerConstantTimeCompare) {
+  EXPECT_TRUE(bearer_matches("Bearer sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer sekreT", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer sekret2", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer sekre", "sekret"));
+  EXPECT_FALSE(bearer_matches("sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer ", ""));
+}
+
+TEST(Utf8, Validation) {
+  EXPECT_TRUE(valid_utf8("héllo ✓ 🎉"));
+  EXPECT_FALSE(valid_utf8("\xff"));
+  EXPECT_FALSE(valid_utf8("\xc3"));          // truncated
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));      // overlong
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));  // surrogate
+  EXPECT_FALSE(valid_utf8("a\xe2\x82"));     // truncated at the end
+}
+
+TEST(Params, ParsesAndValidatesFields) {
+  RequestOptions ro;
+  ApiError err;
+  json b = json::parse(R"({"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":7,
+      "max_completion_tokens":33,"stop":["a","b"],"n":2,"stream":true,
+      "stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,
+      "presence_penalty":0.5,"frequency_penalty":-0.5})");
+  ASSERT_TRUE(parse_request_options(b, Endpoint::kChat, 100, &ro, &err)) << err.message;
+  EXPECT_DOUBLE_EQ(ro.gen.temperature, 0.5);
+  EXPECT_EQ(ro.gen.top_k, 40);
+  EXPECT_EQ(*ro.gen.seed, 7u);
+  EXPECT_EQ(ro.gen.max_tokens, 33);
+  EXPECT_EQ(ro.stop.size(), 2u);
+  EXPECT_EQ(ro.n, 2);
+  EXPECT_TRUE(ro.stream && ro.include_usage && ro.gen.logprobs);
+  EXPECT_EQ(ro.gen.top_logprobs, 3);
+  RequestOptions d;
+  ASSERT_TRUE(parse_request_options(json::object(), Endpoint::kChat, 100, &d, &err));
+  EXPECT_EQ(d.gen.max_tokens, 100);
+  EXPECT_FALSE(d.max_tokens_given);
+}
+
+TEST(Params, RejectsWrongTypesAndRanges) {
+  const char* bad[][2] = {
+      {R"({"temperature":"hot"})", "temperature"}, {R"({"temperature":3})", "temperature"},
+      {R"({"top_p":0})", "top_p"},                 {R"({"max_tokens":0})", "max_tokens"},
+      {R"({"max_tokens":1.5})", "max_tokens"},     {R"({"n":0})", "n"},
+      {R"({"stop":[1]})", "stop"},                 {R"({"stop":["a","b","c","d","e"]})", "stop"},
+      {R"({"stream":"yes"})", "stream"},           {R"({"top_logprobs":2})", "top_logprobs"},
+      {R"({"top_logprobs":21,"logprobs":true})", "top_logprobs"},
+      {R"({"stream_options":3})", "stream_options"}, {R"({"seed":"x"})", "seed"},
+  };
+  for (auto& [body, field] : bad) {
+    RequestOptions ro;
+    ApiError err;
+    EXPECT_FALSE(parse_request_options(json::parse(body), Endpoint::kChat, 100, &ro, &err))
+        << body;
+    EXPECT_EQ(err.http_status, 400);
+    EXPECT_EQ(err.param, field) << body;
+    EXPECT_NE(err.message.find(field), std::string::npos) << err.message;
+  }
+}
+
+TEST(StopFilter, HoldsBackSplitStopStrings) {
+  StopFilter f({"STOP", "xy"});
+  bool hit = false;
+  std::string out;
+  out += f.push("hello S", &hit);
+  EXPECT_FALSE(hit);
+  out += f.push("TO", &hit);
+  EXPECT_FALSE(hit);
+  out += f.push("P and more", &hit);
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(out, "hello ");
+  EXPECT_EQ(f.push("later", &hit), "");
+  EXPECT_EQ(f.flush(), "");
+}
+
+TEST(StopFilter, NoStopReleasesEverything) {
+  StopFilter f({"zzz"});
+  bool hit = false;
+  std::string out = f.push("abc", &hit);
+  out += f.push("déf", &hit);
+  out += f.flush();
+  EXPECT_FALSE(hit);
+  EXPECT_EQ(out, "abcdéf");
+  StopFilter none({});
+  EXPECT_EQ(none.push("x", &hit), "x");
+}
+
+}  // namespace
+}  // namespace gossamer::server

@@ -1,0 +1,158 @@
+"""The CPU reference engine against Hugging Face transformers (GptOssForCausalLM, float32, eager).
+
+For several small random checkpoints written by `gossamer synth` (MXFP4 experts, dequantized by
+transformers itself on CPU) we compare the logits of every position (`gossamer logits`) and a
+32-token greedy continuation (`gossamer run --temperature 0`). The bf16 expert layout of the same
+weights must give the same logits as the MXFP4 layout.
+
+Configs cover GQA 4:1 / 2:1 / 1:1, sliding windows shorter than the sequence, sequences past the
+YaRN original context (original_max_position_embeddings patched to 16-32), top-k 1..4 of 3..8
+experts, and sinks of both signs (synth draws them from U(-3, 3)).
+"""
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+# (name, synth overrides, original_max_position_embeddings, rope truncate, sequence length)
+CONFIGS = [
+    ("gqa4_k2", dict(layers=2, heads=8, kv_heads=2, head_dim=16, hidden=64, intermediate=64,
+                     experts=4, experts_per_token=2, sliding_window=8), 16, False, 40),
+    ("gqa2_k4", dict(layers=3, heads=4, kv_heads=2, head_dim=16, hidden=96, intermediate=32,
+                     experts=8, experts_per_token=4, sliding_window=5), 32, True, 48),
+    ("mha_k1", dict(layers=2, heads=4, kv_heads=4, head_dim=32, hidden=128, intermediate=64,
+                    experts=3, experts_per_token=1, sliding_window=16), 16, False, 36),
+]
+VOCAB = 1024
+GREEDY_TOKENS = 32
+SUMMARY = []
+
+
+def _seed() -> int:
+    s = int.from_bytes(os.urandom(4), "little")
+    print(f"[seed] {s}")
+    return s
+
+
+def _synth(gossamer, out: pathlib.Path, overrides: dict, seed: int, orig_ctx: int, truncate: bool,
+           expert_format: str = "mxfp4") -> pathlib.Path:
+    args = ["synth", "--out", out, "--vocab", VOCAB, "--seed", seed, "--quiet",
+            "--expert-format", expert_format]
+    for k, v in overrides.items():
+        args += ["--" + k.replace("_", "-"), v]
+    gossamer(*args)
+    cfg_path = out / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["rope_scaling"]["original_max_position_embeddings"] = orig_ctx
+    cfg["rope_scaling"]["truncate"] = truncate
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+def _load_hf(path: pathlib.Path):
+    kwargs = dict(dtype=torch.float32, attn_implementation="eager")
+    cfg = json.loads((path / "config.json").read_text())
+    if "quantization_config" in cfg:
+        kwargs["quantization_config"] = transformers.Mxfp4Config(dequantize=True)
+    model = transformers.GptOssForCausalLM.from_pretrained(str(path), **kwargs)
+    model.eval()
+    experts = model.model.layers[0].mlp.experts
+    assert experts.gate_up_proj.dtype == torch.float32, "transformers did not dequantize MXFP4"
+    return model
+
+
+def _ours_logits(gossamer, path, tokens, tmp: pathlib.Path) -> np.ndarray:
+    out = tmp / "logits.npy"
+    gossamer("logits", "--model", path, "--tokens", ",".join(map(str, tokens)), "--out", out)
+    return np.load(out)
+
+
+def _rel_per_position(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(a.astype(np.float64) - b, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+@pytest.mark.parametrize("name,overrides,orig_ctx,truncate,seq_len", CONFIGS,
+                         ids=[c[0] for c in CONFIGS])
+def test_logits_and_greedy_match_transformers(gossamer, tmp_path, name, overrides, orig_ctx,
+                                              truncate, seq_len):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    path = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate)
+    tokens = rng.integers(0, VOCAB, size=seq_len).tolist()
+
+    ours = _ours_logits(gossamer, path, tokens, tmp_path)
+    model = _load_hf(path)
+    with torch.no_grad():
+        ref = model(torch.tensor([tokens])).logits[0].double().numpy()
+    assert ours.shape == ref.shape == (seq_len, VOCAB)
+    rel = _rel_per_position(ours, ref)
+    worst = float(rel.max())
+
+    # Greedy continuation of the first 8 tokens: transformers generate vs gossamer run.
+    prompt = tokens[:8]
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        gen = model.generate(torch.tensor([prompt]), max_new_tokens=GREEDY_TOKENS,
+                             min_new_tokens=GREEDY_TOKENS, do_sample=False, pad_token_id=0)
+    ref_cont = gen[0, len(prompt):].tolist()
+    p = gossamer("run", "--model", path, "--tokens", ",".join(map(str, prompt)), "-n",
+                 GREEDY_TOKENS, "--temperature", 0, "--ids", "--ignore-eos")
+    our_cont = [int(t) for t in p.stdout.decode().split()]
+    matched = 0
+    for a, b in zip(our_cont, ref_cont):
+        if a != b:
+            break
+        matched += 1
+
+    line = (f"{name}: worst per-position rel err {worst:.3g} over {seq_len} positions "
+            f"(orig ctx {orig_ctx}, window {overrides['sliding_window']}); greedy "
+            f"{matched}/{GREEDY_TOKENS} tokens identical")
+    print(line)
+    SUMMARY.append(line)
+    assert worst <= 1e-4, f"{name}: positions over 1e-4: {np.nonzero(rel > 1e-4)[0].tolist()}"
+    assert our_cont == ref_cont, f"{name}: greedy diverges at token {matched}"
+
+
+def test_bf16_and_mxfp4_layouts_agree(gossamer, tmp_path):
+    """The bf16 expert layout of the same weights gives the same logits (ours and transformers)."""
+    seed = _seed()
+    name, overrides, orig_ctx, truncate, seq_len = CONFIGS[1]
+    mx = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate)
+    bf = _synth(gossamer, tmp_path / "bf16", overrides, seed, orig_ctx, truncate, "bf16")
+    tokens = np.random.default_rng(seed).integers(0, VOCAB, size=seq_len).tolist()
+    a = _ours_logits(gossamer, mx, tokens, tmp_path)
+    b = _ours_logits(gossamer, bf, tokens, tmp_path)
+    rel_layouts = float(_rel_per_position(a, b.astype(np.float64)).max())
+    with torch.no_grad():
+        ref = _load_hf(bf)(torch.tensor([tokens])).logits[0].double().numpy()
+    rel_hf = float(_rel_per_position(b, ref).max())
+    line = (f"bf16 vs mxfp4 layout ({name}): worst rel err {rel_layouts:.3g}; bf16 checkpoint vs "
+            f"transformers {rel_hf:.3g}")
+    print(line)
+    SUMMARY.append(line)
+    assert rel_layouts <= 1e-5
+    assert rel_hf <= 1e-4
+
+
+def test_logits_errors_are_messages(gossamer, tmp_path):
+    """Bad token ids and a missing model are error messages with exit code 1, not crashes."""
+    seed = _seed()
+    path = _synth(gossamer, tmp_path / "m", CONFIGS[0][1], seed, 16, False)
+    p = gossamer("logits", "--model", path, "--tokens", f"1,{VOCAB}", "--out",
+                 tmp_path / "x.npy", check=False)
+    assert p.returncode == 1 and b"outside the vocabulary" in p.stderr, p.stderr
+    p = gossamer("logits", "--model", path, "--tokens", "1,x", "--out", tmp_path / "x.npy",
+                 check=False)
+    assert p.returncode == 1 and b"not a token id" in p.stderr, p.stderr
+    p = gossamer("run", "--model", tmp_path / "nope", "--tokens", "1", check=False)
+    assert p.returncode == 1 and p.stderr, p.stderr
+
+
+def teardown_module(module):
+    if SUMMARY:
+        print("\n== CPU reference vs transformers ==\n" + "\n".join(SUMMARY))
