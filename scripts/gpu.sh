@@ -23,12 +23,17 @@ if [[ $mode == pack ]]; then
   [[ -d build-cuda/bench ]] && cp build-cuda/bench/*_bench $CARRY/bench/ 2>/dev/null || true
   cp build-cuda/gossamer $CARRY/ 2>/dev/null || true
   strip $CARRY/tests/* $CARRY/bench/* $CARRY/gossamer 2>/dev/null || true
+  # Shared libraries the GPU image lacks (pcre2, httplib, ssl, brotli ...): carried along.
+  mkdir -p $CARRY/lib
+  ldd $CARRY/gossamer $CARRY/tests/* | awk '/=> \//{print $3}' | sort -u |
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t $CARRY/lib
   git rev-parse --short HEAD > $CARRY/git_sha 2>/dev/null || true
   du -sh $CARRY
   exit 0
 fi
 
 SECTIONS=${2:-info,ceil,test,sanitize,kbench,bench}
+export LD_LIBRARY_PATH="$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 has() { [[ ",$SECTIONS," == *",$1,"* ]]; }

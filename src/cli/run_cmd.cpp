@@ -90,8 +90,10 @@ Result<std::shared_ptr<const Tokenizer>> find_tokenizer(const RunArgs& a, bool r
     if (std::filesystem::exists(p)) path = p.string();
   }
   if (path.empty()) {
-    if (required) return NotFound("--prompt needs a tokenizer: none in the model dir, pass "
-                                  "--tokenizer PATH");
+    if (required)
+      return NotFound(
+          "--prompt needs a tokenizer: none in the model dir, pass "
+          "--tokenizer PATH");
     return std::shared_ptr<const Tokenizer>();
   }
   return Tokenizer::load(path);
@@ -187,7 +189,8 @@ void finish(const char* name, const Status& st, int* exit_code) {
 
 void add_run_commands(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<RunArgs>();
-  auto* run = app.add_subcommand("run", "Generate with the CPU reference engine (streams to stdout)");
+  auto* run =
+      app.add_subcommand("run", "Generate with the CPU reference engine (streams to stdout)");
   run->add_option("--model", a->model, "Checkpoint directory (config.json + *.safetensors)")
       ->required();
   run->add_option("--prompt", a->prompt, "Prompt text (needs a tokenizer)");
@@ -207,7 +210,8 @@ void add_run_commands(CLI::App& app, int* exit_code) {
   run->add_option("--dump-dir", a->dump_dir, "Write per-layer activations of every step (.npy)");
   run->callback([a, exit_code] { finish("run", run_generate(*a), exit_code); });
 
-  auto* lg = app.add_subcommand("logits", "Write float32 logits [T, vocab] of every position (.npy)");
+  auto* lg =
+      app.add_subcommand("logits", "Write float32 logits [T, vocab] of every position (.npy)");
   lg->add_option("--model", a->model, "Checkpoint directory")->required();
   lg->add_option("--tokens", a->tokens, "Comma-separated token ids")->required();
   lg->add_option("--out", a->out, "Output .npy path")->required();

@@ -27,7 +27,8 @@ Status prepare_layer(const ModelConfig& c, const LayerWeights& w, int64_t l, Pre
   GS_ASSIGN_OR_RETURN(p.attn_norm, vec_f32(w.attn_norm, hd, lname(l, "input_layernorm.weight")));
   GS_ASSIGN_OR_RETURN(p.mlp_norm,
                       vec_f32(w.mlp_norm, hd, lname(l, "post_attention_layernorm.weight")));
-  GS_ASSIGN_OR_RETURN(p.sinks, vec_f32(w.sinks, c.num_attention_heads, lname(l, "self_attn.sinks")));
+  GS_ASSIGN_OR_RETURN(p.sinks,
+                      vec_f32(w.sinks, c.num_attention_heads, lname(l, "self_attn.sinks")));
   GS_ASSIGN_OR_RETURN(p.router_b, vec_f32(w.router_b, E, lname(l, "mlp.router.bias")));
   if (c.attention_bias) {
     GS_ASSIGN_OR_RETURN(p.q_b, vec_f32(w.q_b, qd, lname(l, "self_attn.q_proj.bias")));
@@ -38,8 +39,8 @@ Status prepare_layer(const ModelConfig& c, const LayerWeights& w, int64_t l, Pre
   GS_RETURN_IF_ERROR(
       check_expert_matrix(w.gate_up, E, 2 * I, hd, lname(l, "mlp.experts.gate_up_proj")));
   GS_RETURN_IF_ERROR(check_expert_matrix(w.down, E, hd, I, lname(l, "mlp.experts.down_proj")));
-  GS_RETURN_IF_ERROR(vec_f32(w.gate_up_b, E * 2 * I, lname(l, "mlp.experts.gate_up_proj_bias"))
-                         .status());
+  GS_RETURN_IF_ERROR(
+      vec_f32(w.gate_up_b, E * 2 * I, lname(l, "mlp.experts.gate_up_proj_bias")).status());
   GS_RETURN_IF_ERROR(vec_f32(w.down_b, E * hd, lname(l, "mlp.experts.down_proj_bias")).status());
   return Status::Ok();
 }
@@ -61,10 +62,10 @@ Result<PreparedModel> prepare_model(const ModelConfig& c, const ModelWeights& w)
   }
   PreparedModel m;
   GS_ASSIGN_OR_RETURN(m.rope, make_rope_table(c));
-  GS_ASSIGN_OR_RETURN(m.embed, mat_view(w.embed, c.vocab_size, c.hidden_size,
-                                        "model.embed_tokens.weight"));
-  GS_ASSIGN_OR_RETURN(m.lm_head, mat_view(w.lm_head, c.vocab_size, c.hidden_size,
-                                          "lm_head.weight"));
+  GS_ASSIGN_OR_RETURN(m.embed,
+                      mat_view(w.embed, c.vocab_size, c.hidden_size, "model.embed_tokens.weight"));
+  GS_ASSIGN_OR_RETURN(m.lm_head,
+                      mat_view(w.lm_head, c.vocab_size, c.hidden_size, "lm_head.weight"));
   GS_ASSIGN_OR_RETURN(m.final_norm, vec_f32(w.final_norm, c.hidden_size, "model.norm.weight"));
   m.layers.resize(w.layers.size());
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -143,9 +144,9 @@ void attend(const ForwardCtx& ctx, const PreparedLayer& pl, const std::vector<fl
       scratch.resize(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) {
         const int64_t p = lo + j;
-        const int64_t off =
-            kv.offset(block_of(ts, pl.sliding, p, kv.block_size), pl.kind_index, p % kv.block_size) +
-            g * D;
+        const int64_t off = kv.offset(block_of(ts, pl.sliding, p, kv.block_size), pl.kind_index,
+                                      p % kv.block_size) +
+                            g * D;
         keys[static_cast<size_t>(j)] = kv.k.data() + off;
         vals[static_cast<size_t>(j)] = kv.v.data() + off;
       }

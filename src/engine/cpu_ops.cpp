@@ -20,10 +20,14 @@ std::string shape_str(const std::vector<int64_t>& s) {
 // Local names (model/weights.h's dtype_name lives in the model library; keep ops standalone).
 const char* dtype_str(DType d) {
   switch (d) {
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kU8: return "u8";
-    default: return "an unsupported dtype";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kU8:
+      return "u8";
+    default:
+      return "an unsupported dtype";
   }
 }
 
@@ -62,7 +66,9 @@ constexpr int64_t kDenseTile = 64;  // output columns per work item for the bf16
 
 }  // namespace
 
-void MatView::row_f32(int64_t r, float* out) const { to_f32(data, dtype, r * cols, cols, out); }
+void MatView::row_f32(int64_t r, float* out) const {
+  to_f32(data, dtype, r * cols, cols, out);
+}
 
 Result<MatView> mat_view(const TensorRef& t, int64_t rows, int64_t cols, const std::string& name) {
   GS_RETURN_IF_ERROR(expect_shape(t, {rows, cols}, name));
@@ -97,8 +103,8 @@ Status check_expert_matrix(const ExpertMatrix& m, int64_t experts, int64_t rows,
   }
   if (m.format == ExpertFormat::kMxfp4) {
     if (cols % 32 != 0) {
-      return InvalidArgument("expert matrix " + name + ": MXFP4 needs cols % 32 == 0, cols=" +
-                             std::to_string(cols));
+      return InvalidArgument("expert matrix " + name +
+                             ": MXFP4 needs cols % 32 == 0, cols=" + std::to_string(cols));
     }
     GS_RETURN_IF_ERROR(expect_shape(m.blocks, {experts, rows, cols / 32, 16}, name + ".blocks"));
     GS_RETURN_IF_ERROR(expect_shape(m.scales, {experts, rows, cols / 32}, name + ".scales"));
@@ -132,7 +138,8 @@ void linear(ThreadPool& pool, const MatView& w, std::span<const float> bias, con
     for (int64_t r = r0; r < r1; ++r) {
       w.row_f32(r, row.data());
       const float b = bias.empty() ? 0.0f : bias[static_cast<size_t>(r)];
-      for (int64_t t = 0; t < T; ++t) y[t * w.rows + r] = dot(row.data(), x + t * w.cols, w.cols) + b;
+      for (int64_t t = 0; t < T; ++t)
+        y[t * w.rows + r] = dot(row.data(), x + t * w.cols, w.cols) + b;
     }
   });
 }
@@ -216,9 +223,8 @@ void expert_matmul(ThreadPool& pool, const ExpertMatrix& m, const TensorRef& bia
   });
 }
 
-void sink_attention(const float* q, const float* const* keys, const float* const* values,
-                    int64_t n, int64_t head_dim, float scale, float sink, float* scratch,
-                    float* out) {
+void sink_attention(const float* q, const float* const* keys, const float* const* values, int64_t n,
+                    int64_t head_dim, float scale, float sink, float* scratch, float* out) {
   float mx = sink;
   for (int64_t j = 0; j < n; ++j) {
     scratch[j] = dot(q, keys[j], head_dim) * scale;

@@ -69,8 +69,7 @@ void mxfp4_row(const ExpertMatrix& m, int64_t e, int64_t r, float* out);
 // Attention of one query head over n keys/values given as pointer lists (each [head_dim]):
 // softmax over [q.k_j * scale for j < n, sink], the sink column dropped; out[head_dim].
 // scratch must hold n floats.
-void sink_attention(const float* q, const float* const* keys, const float* const* values,
-                    int64_t n, int64_t head_dim, float scale, float sink, float* scratch,
-                    float* out);
+void sink_attention(const float* q, const float* const* keys, const float* const* values, int64_t n,
+                    int64_t head_dim, float scale, float sink, float* scratch, float* out);
 
 }  // namespace gossamer::cpu

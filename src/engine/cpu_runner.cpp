@@ -22,10 +22,20 @@ class CpuModelRunner final : public ModelRunner {
         pool_(opts.threads),
         dump_dir_(opts.dump_dir) {
     const ModelConfig& c = model_->config;
-    kv_full_ = KvPool{spec.num_blocks_full, prepared_.n_full, spec.block_size,
-                      c.num_key_value_heads, c.head_dim, {}, {}};
-    kv_sliding_ = KvPool{spec.num_blocks_sliding, prepared_.n_sliding, spec.block_size,
-                         c.num_key_value_heads, c.head_dim, {}, {}};
+    kv_full_ = KvPool{spec.num_blocks_full,
+                      prepared_.n_full,
+                      spec.block_size,
+                      c.num_key_value_heads,
+                      c.head_dim,
+                      {},
+                      {}};
+    kv_sliding_ = KvPool{spec.num_blocks_sliding,
+                         prepared_.n_sliding,
+                         spec.block_size,
+                         c.num_key_value_heads,
+                         c.head_dim,
+                         {},
+                         {}};
     kv_full_.allocate();
     kv_sliding_.allocate();
   }
@@ -63,17 +73,16 @@ Status CpuModelRunner::check_table(std::span<const int32_t> table, int64_t first
   const int64_t bs = spec_.block_size;
   for (int64_t b = first_pos / bs; b <= (end_pos - 1) / bs; ++b) {
     if (b >= static_cast<int64_t>(table.size())) {
-      return InvalidArgument("chunk " + std::to_string(index) + ": " + pool +
-                             " block table has " + std::to_string(table.size()) +
-                             " entries, position " + std::to_string(end_pos - 1) + " needs " +
-                             std::to_string(b + 1));
+      return InvalidArgument("chunk " + std::to_string(index) + ": " + pool + " block table has " +
+                             std::to_string(table.size()) + " entries, position " +
+                             std::to_string(end_pos - 1) + " needs " + std::to_string(b + 1));
     }
     const int32_t phys = table[static_cast<size_t>(b)];
     if (phys < 0 || phys >= num_blocks) {
-      return InvalidArgument("chunk " + std::to_string(index) + ": " + pool + " block table entry " +
-                             std::to_string(b) + " = " + std::to_string(phys) +
-                             " is not a block of the pool (0.." + std::to_string(num_blocks - 1) +
-                             ")");
+      return InvalidArgument("chunk " + std::to_string(index) + ": " + pool +
+                             " block table entry " + std::to_string(b) + " = " +
+                             std::to_string(phys) + " is not a block of the pool (0.." +
+                             std::to_string(num_blocks - 1) + ")");
     }
   }
   return Status::Ok();
@@ -209,12 +218,14 @@ Result<std::unique_ptr<ModelRunner>> make_cpu_runner(std::shared_ptr<LoadedModel
   GS_ASSIGN_OR_RETURN(cpu::PreparedModel prepared,
                       cpu::prepare_model(model->config, model->weights));
   if (prepared.n_full > 0 && spec.num_blocks_full == 0) {
-    return InvalidArgument("make_cpu_runner: the model has full-attention layers but "
-                           "num_blocks_full is 0");
+    return InvalidArgument(
+        "make_cpu_runner: the model has full-attention layers but "
+        "num_blocks_full is 0");
   }
   if (prepared.n_sliding > 0 && spec.num_blocks_sliding == 0) {
-    return InvalidArgument("make_cpu_runner: the model has sliding-window layers but "
-                           "num_blocks_sliding is 0");
+    return InvalidArgument(
+        "make_cpu_runner: the model has sliding-window layers but "
+        "num_blocks_sliding is 0");
   }
   std::unique_ptr<ModelRunner> r =
       std::make_unique<CpuModelRunner>(std::move(model), std::move(prepared), spec, options);

@@ -85,9 +85,9 @@ TEST(Ops, SwigluHandChecked) {
   const float gu[6] = {1.0f, 0.0f, 10.0f, 9.0f, -2.0f, -9.0f};
   float y[3];
   cpu::swiglu(gu, 3, 7.0f, y);
-  EXPECT_NEAR(y[0], 1.0 / (1.0 + std::exp(-1.702)), 1e-6);                 // up 0 -> x1
-  EXPECT_NEAR(y[1], 8.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0)), 1e-5);     // gate, up clamped
-  EXPECT_NEAR(y[2], -6.0 * -2.0 / (1.0 + std::exp(1.702 * 2.0)), 1e-6);    // up clamped to -7
+  EXPECT_NEAR(y[0], 1.0 / (1.0 + std::exp(-1.702)), 1e-6);               // up 0 -> x1
+  EXPECT_NEAR(y[1], 8.0 * 7.0 / (1.0 + std::exp(-1.702 * 7.0)), 1e-5);   // gate, up clamped
+  EXPECT_NEAR(y[2], -6.0 * -2.0 / (1.0 + std::exp(1.702 * 2.0)), 1e-6);  // up clamped to -7
 }
 
 TEST(Ops, LinearMatchesDirectLoops) {
@@ -107,7 +107,8 @@ TEST(Ops, LinearMatchesDirectLoops) {
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       double s = bias[r];
-      for (int64_t c = 0; c < cols; ++c) s += bf16_to_float(w[r * cols + c]) * double(x[t * cols + c]);
+      for (int64_t c = 0; c < cols; ++c)
+        s += bf16_to_float(w[r * cols + c]) * double(x[t * cols + c]);
       ref[t * rows + r] = static_cast<float>(s);
     }
   }
@@ -133,7 +134,8 @@ TEST(Ops, SinkAttentionMatchesDefinition) {
       kp.push_back(&k[j * D]);
       vp.push_back(&v[j * D]);
     }
-    cpu::sink_attention(q.data(), kp.data(), vp.data(), n, D, 0.5f, sink, scratch.data(), out.data());
+    cpu::sink_attention(q.data(), kp.data(), vp.data(), n, D, 0.5f, sink, scratch.data(),
+                        out.data());
     std::vector<double> s(n);
     double den = std::exp(double(sink));
     for (int64_t j = 0; j < n; ++j) {
@@ -191,7 +193,9 @@ struct Seq {
   std::vector<int32_t> full, sliding;  // block tables
 };
 
-KvCacheSpec small_spec() { return KvCacheSpec{2, 64, 64}; }
+KvCacheSpec small_spec() {
+  return KvCacheSpec{2, 64, 64};
+}
 
 std::unique_ptr<ModelRunner> runner_for(const testing::TinyModel& tm, KvCacheSpec spec,
                                         int threads = 2) {
@@ -261,24 +265,27 @@ TEST(CpuRunner, MixedBatchAndDroppedSlidingBlocks) {
   Seq qa{{0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10, 11}}, qb{{20, 21, 22}, {30, 31, 32}};
   StepOutput out;
   // Step 1: prefill a[0..9) and b[0..5).
-  SeqChunk c1[2] = {{std::span<const int32_t>(a.data(), 9), 0, qa.full, qa.sliding,
-                     LogitsMode::kAll},
-                    {std::span<const int32_t>(b.data(), 5), 0, qb.full, qb.sliding,
-                     LogitsMode::kLast}};
+  SeqChunk c1[2] = {
+      {std::span<const int32_t>(a.data(), 9), 0, qa.full, qa.sliding, LogitsMode::kAll},
+      {std::span<const int32_t>(b.data(), 5), 0, qb.full, qb.sliding, LogitsMode::kLast}};
   ASSERT_TRUE(r->step(c1, &out).ok());
   ASSERT_EQ(out.rows, 10);
   EXPECT_LT(rel_err(out.logits, ref_a, 0, 9 * s.vocab), 1e-5);
   std::vector<float> last_b(out.logits.begin() + 9 * s.vocab, out.logits.end());
-  EXPECT_LT(rel_err(last_b, std::vector<float>(ref_b.begin() + 4 * s.vocab, ref_b.begin() + 5 * s.vocab)), 1e-5);
+  EXPECT_LT(
+      rel_err(last_b, std::vector<float>(ref_b.begin() + 4 * s.vocab, ref_b.begin() + 5 * s.vocab)),
+      1e-5);
   // Window 4, block size 2: position 9 needs positions 6..9 only, so blocks 0..2 may be gone.
   qa.sliding[0] = qa.sliding[1] = qa.sliding[2] = kNoBlock;
   SeqChunk c2[2] = {{std::span<const int32_t>(&b[5], 1), 5, qb.full, qb.sliding, LogitsMode::kLast},
                     {std::span<const int32_t>(&a[9], 2), 9, qa.full, qa.sliding, LogitsMode::kAll}};
   ASSERT_TRUE(r->step(c2, &out).ok());
   ASSERT_EQ(out.rows, 3);
-  EXPECT_LT(rel_err(out.logits, std::vector<float>(ref_b.end() - s.vocab, ref_b.end()), 0, s.vocab), 1e-5);
+  EXPECT_LT(rel_err(out.logits, std::vector<float>(ref_b.end() - s.vocab, ref_b.end()), 0, s.vocab),
+            1e-5);
   EXPECT_LT(rel_err(std::vector<float>(out.logits.begin() + s.vocab, out.logits.end()),
-                    std::vector<float>(ref_a.begin() + 9 * s.vocab, ref_a.end())), 1e-5);
+                    std::vector<float>(ref_a.begin() + 9 * s.vocab, ref_a.end())),
+            1e-5);
   // A dropped block that the window still needs is an error, not garbage.
   qa.sliding[4] = kNoBlock;
   SeqChunk c3{std::span<const int32_t>(&a[10], 1), 11, qa.full, qa.sliding, LogitsMode::kLast};
@@ -343,8 +350,8 @@ TEST(CpuRunner, DumpsNamedActivations) {
   std::mt19937_64 rng(fresh_seed("CpuRunner.Dump"));
   TinySpec s;
   auto tm = make_tiny_model(s, rng);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("gossamer_dump_" + std::to_string(rng()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gossamer_dump_" + std::to_string(rng()));
   CpuRunnerOptions o;
   o.threads = 2;
   o.dump_dir = dir.string();

@@ -1,11 +1,12 @@
 // Implementation of engine_test_util.h (named *_test.cpp so it is built into the test binary).
+#include "engine/engine_test_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <numeric>
 
 #include "common/numerics.h"
-#include "engine/engine_test_util.h"
 
 namespace gossamer::testing {
 namespace {
@@ -164,95 +165,121 @@ void yarn(const ModelConfig& c, std::vector<double>& inv, double& mscale) {
 
 }  // namespace
 
-std::vector<float> naive_forward(const LoadedModel& m, const std::vector<int32_t>& tokens) {
-  const ModelConfig& c = m.config;
-  const ModelWeights& w = m.weights;
-  const int64_t T = static_cast<int64_t>(tokens.size()), hd = c.hidden_size, D = c.head_dim;
-  const int64_t H = c.num_attention_heads, KV = c.num_key_value_heads, I = c.intermediate_size;
+namespace {
+
+using Rows = std::vector<std::vector<double>>;  // [T][n]
+
+struct NaiveRope {
   std::vector<double> inv;
-  double msc;
-  yarn(c, inv, msc);
-  std::vector<std::vector<double>> x(static_cast<size_t>(T), std::vector<double>(hd));
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t i = 0; i < hd; ++i) x[t][i] = at(w.embed, tokens[t] * hd + i);
-  }
-  auto rot = [&](std::vector<double>& v, int64_t head, int64_t pos) {
+  double mscale = 1;
+  int64_t D = 0;
+  void rotate(std::vector<double>& v, int64_t head, int64_t pos) const {
     for (int64_t i = 0; i < D / 2; ++i) {
       const double a = v[head * D + i], bb = v[head * D + i + D / 2];
-      const double cs = std::cos(pos * inv[i]) * msc, sn = std::sin(pos * inv[i]) * msc;
+      const double cs = std::cos(pos * inv[i]) * mscale, sn = std::sin(pos * inv[i]) * mscale;
       v[head * D + i] = a * cs - bb * sn;
       v[head * D + i + D / 2] = bb * cs + a * sn;
     }
-  };
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const LayerWeights& L = w.layers[l];
-    const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
-    std::vector<std::vector<double>> q(T), k(T), v(T);
-    for (int64_t t = 0; t < T; ++t) {
-      auto h = norm(x[t], L.attn_norm, c.rms_norm_eps);
-      q[t] = matvec(L.q_w, &L.q_b, h, H * D);
-      k[t] = matvec(L.k_w, &L.k_b, h, KV * D);
-      v[t] = matvec(L.v_w, &L.v_b, h, KV * D);
-      for (int64_t hh = 0; hh < H; ++hh) rot(q[t], hh, t);
-      for (int64_t hh = 0; hh < KV; ++hh) rot(k[t], hh, t);
-    }
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<double> att(static_cast<size_t>(H * D), 0.0);
-      for (int64_t hh = 0; hh < H; ++hh) {
-        const int64_t g = hh / (H / KV);
-        const double sink = at(L.sinks, hh);
-        std::vector<double> s;
-        const int64_t lo = sliding ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
-        double mx = sink;
-        for (int64_t j = lo; j <= t; ++j) {
-          double d = 0;
-          for (int64_t i = 0; i < D; ++i) d += q[t][hh * D + i] * k[j][g * D + i];
-          s.push_back(d / std::sqrt(static_cast<double>(D)));
-          mx = std::max(mx, s.back());
-        }
-        double den = std::exp(sink - mx);
-        for (double& e : s) den += (e = std::exp(e - mx));
-        for (int64_t j = lo; j <= t; ++j) {
-          for (int64_t i = 0; i < D; ++i) att[hh * D + i] += s[j - lo] / den * v[j][g * D + i];
-        }
+  }
+};
+
+// x[t] += o_proj(sink attention over positions visible from t).
+void naive_attention(const ModelConfig& c, const LayerWeights& L, bool sliding,
+                     const NaiveRope& rope, Rows& x) {
+  const int64_t T = static_cast<int64_t>(x.size()), D = c.head_dim;
+  const int64_t H = c.num_attention_heads, KV = c.num_key_value_heads;
+  Rows q(T), k(T), v(T);
+  for (int64_t t = 0; t < T; ++t) {
+    auto h = norm(x[t], L.attn_norm, c.rms_norm_eps);
+    q[t] = matvec(L.q_w, &L.q_b, h, H * D);
+    k[t] = matvec(L.k_w, &L.k_b, h, KV * D);
+    v[t] = matvec(L.v_w, &L.v_b, h, KV * D);
+    for (int64_t hh = 0; hh < H; ++hh) rope.rotate(q[t], hh, t);
+    for (int64_t hh = 0; hh < KV; ++hh) rope.rotate(k[t], hh, t);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> att(static_cast<size_t>(H * D), 0.0);
+    for (int64_t hh = 0; hh < H; ++hh) {
+      const int64_t g = hh / (H / KV);
+      const double sink = at(L.sinks, hh);
+      std::vector<double> s;
+      const int64_t lo = sliding ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
+      double mx = sink;
+      for (int64_t j = lo; j <= t; ++j) {
+        double d = 0;
+        for (int64_t i = 0; i < D; ++i) d += q[t][hh * D + i] * k[j][g * D + i];
+        s.push_back(d / std::sqrt(static_cast<double>(D)));
+        mx = std::max(mx, s.back());
       }
-      auto o = matvec(L.o_w, &L.o_b, att, hd);
-      for (int64_t i = 0; i < hd; ++i) x[t][i] += o[i];
+      double den = std::exp(sink - mx);
+      for (double& e : s) den += (e = std::exp(e - mx));
+      for (int64_t j = lo; j <= t; ++j) {
+        for (int64_t i = 0; i < D; ++i) att[hh * D + i] += s[j - lo] / den * v[j][g * D + i];
+      }
     }
-    for (int64_t t = 0; t < T; ++t) {
-      auto h = norm(x[t], L.mlp_norm, c.rms_norm_eps);
-      auto r = matvec(L.router_w, &L.router_b, h, c.num_local_experts);
-      std::vector<int64_t> ids(r.size());
-      std::iota(ids.begin(), ids.end(), 0);
-      std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return r[a] > r[b]; });
-      double den = 0;
-      for (int64_t j = 0; j < c.experts_per_token; ++j) den += std::exp(r[ids[j]] - r[ids[0]]);
-      for (int64_t j = 0; j < c.experts_per_token; ++j) {
-        const int64_t e = ids[j];
-        const double wt = std::exp(r[e] - r[ids[0]]) / den;
-        std::vector<double> y(static_cast<size_t>(I));
-        for (int64_t jj = 0; jj < I; ++jj) {
-          double gt = at(L.gate_up_b, e * 2 * I + 2 * jj), up = at(L.gate_up_b, e * 2 * I + 2 * jj + 1);
-          for (int64_t i = 0; i < hd; ++i) {
-            gt += expert_w(L.gate_up, e, 2 * jj, i) * h[i];
-            up += expert_w(L.gate_up, e, 2 * jj + 1, i) * h[i];
-          }
-          gt = std::min(gt, c.swiglu_limit);
-          up = std::clamp(up, -c.swiglu_limit, c.swiglu_limit);
-          y[jj] = (up + 1) * gt / (1 + std::exp(-1.702 * gt));
-        }
+    auto o = matvec(L.o_w, &L.o_b, att, c.hidden_size);
+    for (int64_t i = 0; i < c.hidden_size; ++i) x[t][i] += o[i];
+  }
+}
+
+// x[t] += sum over the top-k experts of softmax weight * expert(norm(x[t])).
+void naive_moe(const ModelConfig& c, const LayerWeights& L, Rows& x) {
+  const int64_t hd = c.hidden_size, I = c.intermediate_size;
+  for (auto& xt : x) {
+    auto h = norm(xt, L.mlp_norm, c.rms_norm_eps);
+    auto r = matvec(L.router_w, &L.router_b, h, c.num_local_experts);
+    std::vector<int64_t> ids(r.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return r[a] > r[b]; });
+    double den = 0;
+    for (int64_t j = 0; j < c.experts_per_token; ++j) den += std::exp(r[ids[j]] - r[ids[0]]);
+    for (int64_t j = 0; j < c.experts_per_token; ++j) {
+      const int64_t e = ids[j];
+      const double wt = std::exp(r[e] - r[ids[0]]) / den;
+      std::vector<double> y(static_cast<size_t>(I));
+      for (int64_t jj = 0; jj < I; ++jj) {
+        double gt = at(L.gate_up_b, e * 2 * I + 2 * jj);
+        double up = at(L.gate_up_b, e * 2 * I + 2 * jj + 1);
         for (int64_t i = 0; i < hd; ++i) {
-          double s = at(L.down_b, e * hd + i);
-          for (int64_t jj = 0; jj < I; ++jj) s += expert_w(L.down, e, i, jj) * y[jj];
-          x[t][i] += wt * s;
+          gt += expert_w(L.gate_up, e, 2 * jj, i) * h[i];
+          up += expert_w(L.gate_up, e, 2 * jj + 1, i) * h[i];
         }
+        gt = std::min(gt, c.swiglu_limit);
+        up = std::clamp(up, -c.swiglu_limit, c.swiglu_limit);
+        y[jj] = (up + 1) * gt / (1 + std::exp(-1.702 * gt));
+      }
+      for (int64_t i = 0; i < hd; ++i) {
+        double s = at(L.down_b, e * hd + i);
+        for (int64_t jj = 0; jj < I; ++jj) s += expert_w(L.down, e, i, jj) * y[jj];
+        xt[i] += wt * s;
       }
     }
+  }
+}
+
+}  // namespace
+
+std::vector<float> naive_forward(const LoadedModel& m, const std::vector<int32_t>& tokens) {
+  const ModelConfig& c = m.config;
+  const ModelWeights& w = m.weights;
+  const int64_t T = static_cast<int64_t>(tokens.size()), hd = c.hidden_size;
+  NaiveRope rope;
+  rope.D = c.head_dim;
+  yarn(c, rope.inv, rope.mscale);
+  Rows x(static_cast<size_t>(T), std::vector<double>(hd));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < hd; ++i) x[t][i] = at(w.embed, tokens[t] * hd + i);
+  }
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    naive_attention(c, w.layers[l], c.layer_types[l] == LayerType::kSlidingAttention, rope, x);
+    naive_moe(c, w.layers[l], x);
   }
   std::vector<float> out;
   for (int64_t t = 0; t < T; ++t) {
     auto h = norm(x[t], w.final_norm, c.rms_norm_eps);
-    for (double z : matvec(w.lm_head, nullptr, h, c.vocab_size)) out.push_back(static_cast<float>(z));
+    for (double z : matvec(w.lm_head, nullptr, h, c.vocab_size)) {
+      out.push_back(static_cast<float>(z));
+    }
   }
   return out;
 }

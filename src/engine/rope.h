@@ -12,7 +12,7 @@ namespace gossamer {
 
 struct RopeTable {
   int64_t head_dim = 0;
-  std::vector<double> inv_freq;   // [head_dim / 2]
+  std::vector<double> inv_freq;    // [head_dim / 2]
   double attention_scaling = 1.0;  // multiplies cos and sin (YaRN mscale: 0.1 ln(factor) + 1)
 };
 

@@ -159,8 +159,9 @@ Status parse_rope(const json& root, ModelConfig* cfg) {
     }
     return parse_rope_dict(v, "rope_scaling", &cfg->rope_scaling);
   }
-  if (params)
+  if (params) {
     return parse_rope_dict(root.at("rope_parameters"), "rope_parameters", &cfg->rope_scaling);
+  }
   return Status::Ok();
 }
 
@@ -370,8 +371,9 @@ Status ModelConfig::validate() const {
     GS_RETURN_IF_ERROR(check_range(("eos_token_id[" + std::to_string(i) + "]").c_str(),
                                    eos_token_ids[i], 0, vocab_size - 1));
   }
-  if (pad_token_id != -1)
+  if (pad_token_id != -1) {
     GS_RETURN_IF_ERROR(check_range("pad_token_id", pad_token_id, 0, vocab_size - 1));
+  }
   return Status::Ok();
 }
 

@@ -223,8 +223,9 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* bytes, size_t 
     return Corrupt(source + ": header length " + std::to_string(n) + " (byte offset 0) runs past " +
                    "the end of the file (" + std::to_string(size) + " bytes)");
   }
-  if (n < 2 || bytes[8] != '{')
+  if (n < 2 || bytes[8] != '{') {
     return Corrupt(source + ": header (byte offset 8) is not a JSON object");
+  }
   std::string dup;
   auto root = parse_header_json(reinterpret_cast<const char*>(bytes + 8), n, &dup);
   if (!root.ok()) return root.status().With(source);

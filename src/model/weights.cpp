@@ -260,6 +260,11 @@ Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& sto
   const Binder b(store);
   ModelWeights w;
   const int64_t v = cfg.vocab_size, h = cfg.hidden_size;
+  if (!store.contains("model.embed_tokens.weight") && store.contains("embedding.weight")) {
+    return Unsupported(store.describe() + " uses the original openai/gpt-oss tensor names " +
+                       "('embedding.weight', 'block.N...'); load the Hugging Face layout instead " +
+                       "(the model directory itself, not its original/ subdirectory)");
+  }
   GS_RETURN_IF_ERROR(b.bf16("model.embed_tokens.weight", {v, h}, &w.embed));
   const ExpertFormat f = detect_expert_format(cfg, b);
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));

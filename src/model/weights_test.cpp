@@ -267,6 +267,15 @@ TEST(Weights, Errors) {
                     {"model.layers.2.input_layernorm.weight", "num_hidden_layers = 2"});
 }
 
+TEST(Weights, OriginalLayoutGetsAHint) {
+  TempDir dir;
+  dir.write("config.json", config_to_json(tiny_config()));
+  dir.write("model.safetensors",
+            st_file({{"embedding.weight", "BF16", {64, 64}, std::string(64 * 64 * 2, '\0')}}));
+  expect_error(load_model(dir.str()),
+               {dir.path("model.safetensors"), "original", "embedding.weight"});
+}
+
 TEST(Weights, BadConfigNamesFile) {
   TempDir dir;
   json j = json::parse(config_to_json(tiny_config()));

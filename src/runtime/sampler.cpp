@@ -84,8 +84,9 @@ SamplingDistribution filtered(const std::vector<double>& z, const GenerationPara
   size_t keep = idx.size();
   if (p.top_k > 0) keep = std::min(keep, static_cast<size_t>(p.top_k));
   // Descending probability, ties to the lower id: a total order, so results are reproducible.
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(),
-                    [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+  std::partial_sort(
+      idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(),
+      [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
   double mass = 0;
   for (size_t i = 0; i < keep; ++i) mass += prob[idx[i]];
   if (p.top_p < 1) {
@@ -156,8 +157,9 @@ Result<SampledToken> sample_token(std::span<const float> logits, const Generatio
     const size_t k = std::min(lp.size(), static_cast<size_t>(p.top_logprobs));
     std::vector<int32_t> idx(lp.size());
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
-                      [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+    std::partial_sort(
+        idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
+        [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
     for (size_t i = 0; i < k; ++i) out.top.push_back({idx[i], static_cast<float>(lp[idx[i]])});
   }
   return out;

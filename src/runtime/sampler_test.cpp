@@ -107,7 +107,8 @@ TEST(Sampler, FrequenciesMatchSoftmax) {
   for (double& v : p) v /= z;
   const int n = 40000;
   std::vector<int> count(lg.size(), 0);
-  for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(sample_token(lg, params(T), {}, rng)->token)];
+  for (int i = 0; i < n; ++i)
+    ++count[static_cast<size_t>(sample_token(lg, params(T), {}, rng)->token)];
   double chi2 = 0;
   for (size_t i = 0; i < lg.size(); ++i) chi2 += std::pow(count[i] - n * p[i], 2) / (n * p[i]);
   std::printf("chi-square %.2f (df 5)\n", chi2);
@@ -147,8 +148,7 @@ TEST(Sampler, BadInputsAreErrors) {
   EXPECT_FALSE(sample_token({}, params(), {}, rng).ok());
   lg[1] = 1.0f;
   auto p = params(-1.0);
-  EXPECT_NE(sample_token(lg, p, {}, rng).status().message().find("temperature"),
-            std::string::npos);
+  EXPECT_NE(sample_token(lg, p, {}, rng).status().message().find("temperature"), std::string::npos);
   p = params();
   p.top_p = 0.0;
   EXPECT_NE(sample_token(lg, p, {}, rng).status().message().find("top_p"), std::string::npos);

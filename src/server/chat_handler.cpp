@@ -12,10 +12,12 @@ constexpr auto kPoll = std::chrono::milliseconds(20);
 
 // Tokens appended after "<|start|>assistant" to force a tool call (tool_choice required or a
 // named function): the header of a commentary message addressed to functions.NAME.
-Result<std::vector<int32_t>> steering_ids(const Tokenizer& tok,
-                                          const harmony::RenderedPrompt& p) {
+// With tool_choice "required" and a single tool, the call is steered to that tool.
+Result<std::vector<int32_t>> steering_ids(const Tokenizer& tok, const harmony::ChatRequest& req,
+                                          harmony::RenderedPrompt p) {
   std::vector<int32_t> ids;
   if (!p.tool_call_required) return ids;
+  if (p.required_tool.empty() && req.tools.size() == 1) p.required_tool = req.tools[0].name;
   auto special = [&](const char* s) -> Result<int32_t> {
     auto id = tok.special_id(s);
     if (!id) return Internal(std::string("tokenizer lacks ") + s);
@@ -249,7 +251,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   Result<harmony::RenderedPrompt> prompt = harmony::render_chat_request(*creq, *ctx.tok,
                                                                        ctx.opts.render);
   if (!prompt.ok()) return *err = from_status(prompt.status()), false;
-  Result<std::vector<int32_t>> steer = steering_ids(*ctx.tok, *prompt);
+  Result<std::vector<int32_t>> steer = steering_ids(*ctx.tok, *creq, *prompt);
   if (!steer.ok()) return *err = from_status(steer.status()), false;
   std::vector<int32_t> ids = prompt->ids;
   ids.insert(ids.end(), steer->begin(), steer->end());

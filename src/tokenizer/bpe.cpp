@@ -70,39 +70,49 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* out) c
       return;
     }
   }
+  if (piece.size() <= kQuadraticMax) {
+    int32_t syms[kQuadraticMax];
+    for (size_t i = 0; i < piece.size(); ++i) syms[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
+    const size_t n = merge_small(syms, piece.size());
+    out->insert(out->end(), syms, syms + n);
+    return;
+  }
   std::vector<int32_t> syms(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) syms[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
-  if (piece.size() <= kQuadraticMax) {
-    merge_quadratic(&syms);
-  } else {
-    merge_heap(&syms);
-  }
+  merge_heap(&syms);
   out->insert(out->end(), syms.begin(), syms.end());
 }
 
-void BpeModel::merge_quadratic(std::vector<int32_t>* syms_ptr) const {
-  std::vector<int32_t>& s = *syms_ptr;
-  if (s.size() < 2) return;
+size_t BpeModel::merge_small(int32_t* s, size_t n) const {
+  if (n < 2) return n;
   // rank[i], merged[i]: the merge of the pair (s[i], s[i+1]); INT_MAX when none.
-  std::vector<PairMap::Value> pair(s.size() - 1);
+  int32_t rank[kQuadraticMax], merged[kQuadraticMax];
   const auto lookup = [&](size_t i) {
-    PairMap::Value v = merges_.find(s[i], s[i + 1]);
-    if (v.rank < 0) v.rank = INT_MAX;
-    pair[i] = v;
+    const PairMap::Value v = merges_.find(s[i], s[i + 1]);
+    rank[i] = v.rank < 0 ? INT_MAX : v.rank;
+    merged[i] = v.merged;
   };
-  for (size_t i = 0; i + 1 < s.size(); ++i) lookup(i);
-  while (!pair.empty()) {
+  for (size_t i = 0; i + 1 < n; ++i) lookup(i);
+  while (n > 1) {
     size_t best = 0;
-    for (size_t i = 1; i < pair.size(); ++i) {
-      if (pair[i].rank < pair[best].rank) best = i;
+    for (size_t i = 1; i + 1 < n; ++i) {
+      if (rank[i] < rank[best]) best = i;
     }
-    if (pair[best].rank == INT_MAX) break;
-    s[best] = pair[best].merged;
-    s.erase(s.begin() + static_cast<ptrdiff_t>(best) + 1);
-    pair.erase(pair.begin() + static_cast<ptrdiff_t>(best));
+    if (rank[best] == INT_MAX) break;
+    s[best] = merged[best];
+    // Remove symbol best+1 and pair best+1 (the pair at best is recomputed below).
+    for (size_t i = best + 1; i + 1 < n; ++i) s[i] = s[i + 1];
+    for (size_t i = best + 1; i + 2 < n; ++i) rank[i] = rank[i + 1], merged[i] = merged[i + 1];
+    --n;
     if (best > 0) lookup(best - 1);
-    if (best < pair.size()) lookup(best);
+    if (best + 1 < n) lookup(best);
   }
+  return n;
+}
+
+void BpeModel::merge_quadratic(std::vector<int32_t>* syms) const {
+  if (syms->size() > kQuadraticMax) return merge_heap(syms);
+  syms->resize(merge_small(syms->data(), syms->size()));
 }
 
 void BpeModel::merge_heap(std::vector<int32_t>* syms_ptr) const {

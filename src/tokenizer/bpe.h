@@ -27,6 +27,7 @@ class BpeModel {
 
   // The two merge strategies, exposed for tests (must agree): simple O(n^2) scan for short
   // pieces and a heap + linked list, O(n log n), for long ones. Input: initial symbol ids.
+  // (merge_quadratic falls back to merge_heap above kQuadraticMax symbols.)
   void merge_quadratic(std::vector<int32_t>* syms) const;
   void merge_heap(std::vector<int32_t>* syms) const;
 
@@ -47,6 +48,9 @@ class BpeModel {
   static constexpr size_t kQuadraticMax = 48;  // pieces up to this many bytes use the scan
 
  private:
+  // In-place O(n^2) merge of n <= kQuadraticMax symbols; returns the new count.
+  size_t merge_small(int32_t* syms, size_t n) const;
+
   StringIdMap by_bytes_;
   PairMap merges_;
   std::string arena_;              // all token bytes, by id

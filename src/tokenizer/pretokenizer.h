@@ -16,17 +16,24 @@ namespace gossamer::tok {
 // leaves out U+0085. Unsupported: \S inside a class.
 Result<std::string> rewrite_whitespace_classes(std::string_view pattern);
 
-class RegexSplitter {
+// Cuts valid UTF-8 text into pre-tokenizer pieces.
+class Splitter {
+ public:
+  virtual ~Splitter() = default;
+  // Appends the pieces of `text` (valid UTF-8, non-empty) to *out; the pieces, concatenated,
+  // are exactly `text`. Thread-safe.
+  virtual void split(std::string_view text, std::vector<std::string_view>* out) const = 0;
+};
+
+class RegexSplitter final : public Splitter {
  public:
   // pattern: the regex exactly as in tokenizer.json.
   static Result<std::unique_ptr<RegexSplitter>> create(std::string_view pattern);
-  ~RegexSplitter();
+  ~RegexSplitter() override;
   RegexSplitter(const RegexSplitter&) = delete;
   RegexSplitter& operator=(const RegexSplitter&) = delete;
 
-  // Appends the pieces of `text` (valid UTF-8, non-empty) to *out; the pieces, concatenated,
-  // are exactly `text`. Thread-safe (per-call match state).
-  void split(std::string_view text, std::vector<std::string_view>* out) const;
+  void split(std::string_view text, std::vector<std::string_view>* out) const override;
 
  private:
   RegexSplitter() = default;

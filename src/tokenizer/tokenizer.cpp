@@ -25,7 +25,7 @@ AddedTokenMatcher::Match AddedTokenMatcher::find(std::string_view text, size_t f
   return {};
 }
 
-BpeTokenizer::BpeTokenizer(BpeModel model, std::vector<std::unique_ptr<RegexSplitter>> splitters,
+BpeTokenizer::BpeTokenizer(BpeModel model, std::vector<std::unique_ptr<Splitter>> splitters,
                            std::vector<AddedToken> added)
     : model_(std::move(model)),
       splitters_(std::move(splitters)),

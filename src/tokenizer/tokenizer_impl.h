@@ -40,7 +40,7 @@ class AddedTokenMatcher {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  BpeTokenizer(BpeModel model, std::vector<std::unique_ptr<RegexSplitter>> splitters,
+  BpeTokenizer(BpeModel model, std::vector<std::unique_ptr<Splitter>> splitters,
                std::vector<AddedToken> added);
 
   std::vector<int32_t> encode(std::string_view text, bool allow_special) const override;
@@ -61,9 +61,9 @@ class BpeTokenizer final : public Tokenizer {
                     std::vector<std::string_view>* scratch) const;
 
   BpeModel model_;
-  std::vector<std::unique_ptr<RegexSplitter>> splitters_;  // applied in sequence
-  AddedTokenMatcher all_added_;                            // allow_special = true
-  AddedTokenMatcher plain_added_;                          // non-special added tokens only
+  std::vector<std::unique_ptr<Splitter>> splitters_;  // applied in sequence
+  AddedTokenMatcher all_added_;                       // allow_special = true
+  AddedTokenMatcher plain_added_;                     // non-special added tokens only
   std::unordered_map<std::string, int32_t> added_by_text_;
   std::unordered_map<int32_t, AddedToken> added_by_id_;
   int64_t vocab_size_ = 0;

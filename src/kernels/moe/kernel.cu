@@ -6,9 +6,12 @@
 //
 // moe_gate_up_swiglu_mxfp4w_f32a: grid (ceil(I/16), batch*k). A warp owns 2 SwiGLU outputs =
 //   4 consecutive rows (gate, up, gate, up) of expert ids[b, j]; x[b] in smem ([H/32][36]).
-// moe_down_mxfp4w_f32a: grid (ceil(H/16), batch). A warp owns 2 output rows and loops over the
+// moe_down_mxfp4w_f32a: grid (ceil(H/8), batch). A warp owns 1 output row and loops over the
 //   k routed experts of row b (act[b, 0..k) in smem, [k][I/32][36]), so the routing-weighted
 //   sum, the biases and the residual add happen in registers with a single store per row.
+// Loads are software-pipelined in stages of 3 MX blocks per lane (all rows of the warp): the
+// first stage is issued before the activations are staged into smem; later stages are issued
+// one step ahead of the FMAs that consume the current one.
 #include <cfloat>
 
 #include "kernels/common/cuda_check.h"
@@ -19,44 +22,100 @@ namespace gossamer::kern {
 namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * 32, kPad = 36;
-constexpr int kGuUnitsPerWarp = 2, kGuRows = 2 * kGuUnitsPerWarp;   // gate_up rows per warp
-constexpr int kDnRows = 2;                                          // down rows per warp
+constexpr int kGuUnitsPerWarp = 2, kGuRows = 2 * kGuUnitsPerWarp;  // gate_up rows per warp
+constexpr int kDnRows = 1;                                         // down rows per warp
+constexpr int kIters = 3;  // MX blocks per lane per stage: 3 x 32 lanes = 96 >= 2880 / 32
 static_assert(kPad % 4 == 0 && (kPad / 4) % 2 == 1, "odd float4 stride: conflict-free reads");
 
-// Stages n floats from src into dst as [n/32][kPad] groups.
-__device__ __forceinline__ void stage_padded(float* dst, const float* src, int n) {
-  for (int i = threadIdx.x; i < n; i += kThreads) dst[(i >> 5) * kPad + (i & 31)] = src[i];
+// Stages n floats (n % 32 == 0) from src into dst as [n/32][kPad] groups: float4 copies, up to
+// kStageUnroll loads per thread issued before any store (one L2 round trip, not n/256).
+template <int kStageUnroll>
+__device__ __forceinline__ void stage_padded(float4* dst, const float* src, int n) {
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  const int n4 = n / 4;
+  for (int base = 0; base < n4; base += kThreads * kStageUnroll) {
+    float4 v[kStageUnroll];
+#pragma unroll
+    for (int u = 0; u < kStageUnroll; ++u) {
+      const int i = base + u * kThreads + threadIdx.x;
+      if (i < n4) v[u] = s4[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kStageUnroll; ++u) {
+      const int i = base + u * kThreads + threadIdx.x;
+      if (i < n4) dst[(i >> 3) * (kPad / 4) + (i & 7)] = v[u];
+    }
+  }
 }
 
+// One pipeline stage: the 16-byte MX blocks c0 + lane + 32 i (i < kIters) of R weight rows and
+// their scales, held in registers so that all loads of a stage are in flight together.
+template <int R>
+struct Stage {
+  uint4 q[kIters][R];
+  uint32_t s[kIters][R];
+};
+
+template <int R>
+__device__ __forceinline__ void load_stage(Stage<R>& st, const uint8_t* __restrict__ blocks,
+                                           const uint8_t* __restrict__ scales,
+                                           const size_t (&rows)[R], int nb, int c0, int lane) {
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int c = c0 + lane + 32 * i;
+    if (c < nb) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        st.q[i][r] = ld_stream16(blocks + (rows[r] * nb + c) * 16);
+        st.s[i][r] = __ldcs(scales + rows[r] * nb + c);
+      }
+    }
+  }
+}
+
+// acc[r] += mult * sum over the stage's blocks of (MX block . activations).
+template <int R, int kDecode>
+__device__ __forceinline__ void compute_stage(const Stage<R>& st, const float4* xs, int nb, int c0,
+                                              int lane, float mult, float (&acc)[R]) {
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int c = c0 + lane + 32 * i;
+    if (c < nb) {
+      const float4* xv = xs + c * (kPad / 4);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float d = kDecode == 0 ? mxfp4_dot32(st.q[i][r], xv) : mxfp4_dot32_cvt(st.q[i][r], xv);
+        acc[r] = fmaf(d, mult * e8m0_half(st.s[i][r]), acc[r]);
+      }
+    }
+  }
+}
+
+template <int kDecode>
 __global__ void __launch_bounds__(kThreads) moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p) {
   extern __shared__ float4 smem4[];
-  float* xs = reinterpret_cast<float*>(smem4);
   const int pair = blockIdx.y, b = pair / p.k;
   const int e = p.ids[pair];
   const int I = p.inter, nb = p.hidden / 32;
-  stage_padded(xs, p.x + static_cast<size_t>(b) * p.hidden, p.hidden);
-  __syncthreads();
-  if (e < 0 || e >= p.n_experts) return;  // routing ids come from topk_softmax (always valid)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int j0 = (blockIdx.x * kWarps + warp) * kGuUnitsPerWarp;
-  if (j0 >= I) return;
+  const bool valid = e >= 0 && e < p.n_experts;  // ids come from topk_softmax (always valid)
   size_t rows[kGuRows];
 #pragma unroll
   for (int r = 0; r < kGuRows; ++r) {
-    rows[r] = static_cast<size_t>(e) * 2 * I + min(2 * j0 + r, 2 * I - 1);
+    rows[r] = static_cast<size_t>(valid ? e : 0) * 2 * I + min(2 * j0 + r, 2 * I - 1);
   }
+  // The first stage's weight loads are issued before the activations are staged.
+  Stage<kGuRows> cur;
+  if (valid && j0 < I) load_stage(cur, p.blocks, p.scales, rows, nb, 0, lane);
+  stage_padded<3>(smem4, p.x + static_cast<size_t>(b) * p.hidden, p.hidden);
+  __syncthreads();
+  if (!valid || j0 >= I) return;
   float acc[kGuRows] = {};
-  for (int c = lane; c < nb; c += 32) {
-    uint4 q[kGuRows];
-    uint32_t sc[kGuRows];
-#pragma unroll
-    for (int r = 0; r < kGuRows; ++r) {
-      q[r] = ld_stream16(p.blocks + (rows[r] * nb + c) * 16);
-      sc[r] = __ldcs(p.scales + rows[r] * nb + c);
-    }
-    const float4* xv = smem4 + c * (kPad / 4);
-#pragma unroll
-    for (int r = 0; r < kGuRows; ++r) acc[r] = fmaf(mxfp4_dot32(q[r], xv), e8m0_x16384(sc[r]), acc[r]);
+  // One stage covers hidden <= 3072 (gpt-oss: 2880); wider models reload (not overlapped).
+  for (int c0 = 0; c0 < nb; c0 += 32 * kIters) {
+    if (c0 > 0) load_stage(cur, p.blocks, p.scales, rows, nb, c0, lane);
+    compute_stage<kGuRows, kDecode>(cur, smem4, nb, c0, lane, 1.f, acc);
   }
 #pragma unroll
   for (int r = 0; r < kGuRows; ++r) acc[r] = warp_sum(acc[r]);
@@ -71,46 +130,53 @@ __global__ void __launch_bounds__(kThreads) moe_gate_up_swiglu_mxfp4w_f32a(MoeGa
   p.act[static_cast<size_t>(pair) * I + j] = (u + 1.f) * g / (1.f + __expf(-p.alpha * g));
 }
 
+template <int kDecode>
 __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p) {
   extern __shared__ float4 smem4[];
-  float* as = reinterpret_cast<float*>(smem4);
   const int b = blockIdx.y, I = p.inter, H = p.hidden, nb = I / 32;
-  stage_padded(as, p.act + static_cast<size_t>(b) * p.k * I, p.k * I);
-  __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int r0 = (blockIdx.x * kWarps + warp) * kDnRows;
+  const int stages_per_expert = (nb + 32 * kIters - 1) / (32 * kIters);
+  const int T = p.k * stages_per_expert;  // pipeline over (expert, stage)
+  const int32_t* ids = p.ids + static_cast<size_t>(b) * p.k;
+  auto rows_of = [&](int t, size_t (&rows)[kDnRows]) {
+    const int e = min(max(ids[t / stages_per_expert], 0), p.n_experts - 1);
+#pragma unroll
+    for (int r = 0; r < kDnRows; ++r) rows[r] = static_cast<size_t>(e) * H + min(r0 + r, H - 1);
+  };
+  Stage<kDnRows> cur;
+  size_t rows[kDnRows];
+  rows_of(0, rows);
+  if (r0 < H) load_stage(cur, p.blocks, p.scales, rows, nb, 0, lane);
+  stage_padded<12>(smem4, p.act + static_cast<size_t>(b) * p.k * I, p.k * I);
+  __syncthreads();
   if (r0 >= H) return;
-  float acc[kDnRows] = {}, bias_sum[kDnRows] = {};
-  for (int j = 0; j < p.k; ++j) {
-    const int e = p.ids[static_cast<size_t>(b) * p.k + j];
-    if (e < 0 || e >= p.n_experts) continue;
+  float acc[kDnRows] = {};
+  for (int t = 0; t < T; ++t) {
+    Stage<kDnRows> nxt;
+    if (t + 1 < T) {
+      size_t nrows[kDnRows];
+      rows_of(t + 1, nrows);
+      load_stage(nxt, p.blocks, p.scales, nrows, nb, ((t + 1) % stages_per_expert) * 32 * kIters, lane);
+    }
+    const int j = t / stages_per_expert;
     const float wj = p.weights[static_cast<size_t>(b) * p.k + j];
-    size_t rows[kDnRows];
-#pragma unroll
-    for (int r = 0; r < kDnRows; ++r) {
-      rows[r] = static_cast<size_t>(e) * H + min(r0 + r, H - 1);
-      bias_sum[r] = fmaf(wj, p.bias[rows[r]], bias_sum[r]);
-    }
-    const float4* av = smem4 + static_cast<size_t>(j) * nb * (kPad / 4);
-    for (int c = lane; c < nb; c += 32) {
-      uint4 q[kDnRows];
-      uint32_t sc[kDnRows];
-#pragma unroll
-      for (int r = 0; r < kDnRows; ++r) {
-        q[r] = ld_stream16(p.blocks + (rows[r] * nb + c) * 16);
-        sc[r] = __ldcs(p.scales + rows[r] * nb + c);
-      }
-#pragma unroll
-      for (int r = 0; r < kDnRows; ++r) {
-        acc[r] = fmaf(mxfp4_dot32(q[r], av + c * (kPad / 4)), wj * e8m0_x16384(sc[r]), acc[r]);
-      }
-    }
+    compute_stage<kDnRows, kDecode>(cur, smem4 + static_cast<size_t>(j) * nb * (kPad / 4), nb,
+                  (t % stages_per_expert) * 32 * kIters, lane, wj, acc);
+    cur = nxt;
   }
 #pragma unroll
   for (int r = 0; r < kDnRows; ++r) acc[r] = warp_sum(acc[r]);
   if (lane < kDnRows && r0 + lane < H) {
-    float* dst = p.resid + static_cast<size_t>(b) * H + r0 + lane;
-    *dst += (lane == 0 ? acc[0] + bias_sum[0] : acc[1] + bias_sum[1]);
+    float bias_sum = 0.f;
+    for (int j = 0; j < p.k; ++j) {
+      const int e = min(max(ids[j], 0), p.n_experts - 1);
+      bias_sum = fmaf(p.weights[static_cast<size_t>(b) * p.k + j], p.bias[static_cast<size_t>(e) * H + r0 + lane], bias_sum);
+    }
+    float v = 0.f;
+#pragma unroll
+    for (int r = 0; r < kDnRows; ++r) v = r == lane ? acc[r] : v;
+    p.resid[static_cast<size_t>(b) * H + r0 + lane] += v + bias_sum;
   }
 }
 
@@ -122,26 +188,37 @@ Status set_smem(const void* fn, size_t bytes) {
   return Status::Ok();
 }
 
+
+template <int kDecode>
+Status launch_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
+  const size_t smem = static_cast<size_t>(p.hidden / 32) * kPad * sizeof(float);
+  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a<kDecode>), smem));
+  const int units_per_block = kWarps * kGuUnitsPerWarp;
+  dim3 grid((p.inter + units_per_block - 1) / units_per_block, p.batch * p.k);
+  moe_gate_up_swiglu_mxfp4w_f32a<kDecode><<<grid, kThreads, smem, s>>>(p);
+  return launch_status("moe_gate_up_swiglu_mxfp4w_f32a");
+}
+
+template <int kDecode>
+Status launch_down(const MoeDownParams& p, cudaStream_t s) {
+  const size_t smem = static_cast<size_t>(p.k) * (p.inter / 32) * kPad * sizeof(float);
+  if (smem > 227 * 1024) return InvalidArgument("moe_down: k * intermediate too large for smem");
+  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_down_mxfp4w_f32a<kDecode>), smem));
+  dim3 grid((p.hidden + kWarps * kDnRows - 1) / (kWarps * kDnRows), p.batch);
+  moe_down_mxfp4w_f32a<kDecode><<<grid, kThreads, smem, s>>>(p);
+  return launch_status("moe_down_mxfp4w_f32a");
+}
+
 }  // namespace
 
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  const size_t smem = static_cast<size_t>(p.hidden / 32) * kPad * sizeof(float);
-  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a), smem));
-  const int units_per_block = kWarps * kGuUnitsPerWarp;
-  dim3 grid((p.inter + units_per_block - 1) / units_per_block, p.batch * p.k);
-  moe_gate_up_swiglu_mxfp4w_f32a<<<grid, kThreads, smem, s>>>(p);
-  return launch_status("moe_gate_up_swiglu_mxfp4w_f32a");
+  return p.decode == 1 ? launch_gate_up<1>(p, s) : launch_gate_up<0>(p, s);
 }
 
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  const size_t smem = static_cast<size_t>(p.k) * (p.inter / 32) * kPad * sizeof(float);
-  if (smem > 227 * 1024) return InvalidArgument("moe_down: k * intermediate too large for smem");
-  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_down_mxfp4w_f32a), smem));
-  dim3 grid((p.hidden + kWarps * kDnRows - 1) / (kWarps * kDnRows), p.batch);
-  moe_down_mxfp4w_f32a<<<grid, kThreads, smem, s>>>(p);
-  return launch_status("moe_down_mxfp4w_f32a");
+  return p.decode == 1 ? launch_down<1>(p, s) : launch_down<0>(p, s);
 }
 
 }  // namespace gossamer::kern

@@ -32,10 +32,14 @@ int main() {
     // Bytes actually read: the routed (row, expert) pairs' weights (17/16 bytes per 2 values).
     const double pairs = static_cast<double>(c.batch) * c.k;
     const double gu_bytes = pairs * 2 * I * H / 2 * 17.0 / 16, dn_bytes = pairs * H * I / 2 * 17.0 / 16;
-    double ms = testing::time_ms([&] { (void)launch_moe_gate_up(gp, 0); }, 50);
-    testing::print_bench_line("moe_gate_up " + std::string(c.name), gu_bytes, ms, ceil);
-    ms = testing::time_ms([&] { (void)launch_moe_down(dp, 0); }, 50);
-    testing::print_bench_line("moe_down " + std::string(c.name), dn_bytes, ms, ceil);
+    for (int decode = 0; decode < 2; ++decode) {
+      gp.decode = dp.decode = decode;
+      const std::string tag = decode == 0 ? " [prmt-lut]" : " [half2-cvt]";
+      double ms = testing::time_ms([&] { (void)launch_moe_gate_up(gp, 0); }, 50);
+      testing::print_bench_line("moe_gate_up " + std::string(c.name) + tag, gu_bytes, ms, ceil);
+      ms = testing::time_ms([&] { (void)launch_moe_down(dp, 0); }, 50);
+      testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
+    }
   }
   return 0;
 }

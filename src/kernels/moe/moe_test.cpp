@@ -27,6 +27,7 @@ void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<in
 
 TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("moe"));
+  for (int decode = 0; decode < 2; ++decode)
   for (const auto& c : kMoeCases) {
     if (!c.in_test) continue;
     const int H = c.hidden, I = c.inter, E = c.n_experts;
@@ -50,7 +51,7 @@ TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
     dids.upload(ids);
     dact.poison();
     MoeGateUpParams gp{dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(),
-                       c.batch, c.k, H, I, E, 1.702f, 7.0f};
+                       c.batch, c.k, H, I, E, 1.702f, 7.0f, decode};
     ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const auto act = dact.download();
@@ -58,12 +59,12 @@ TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
     const double e1 = testing::rel_err(act, act_ref);
     // Down projection fed with the GPU's act (isolates its own error).
     MoeDownParams dp{ddb.get(), dds.get(), ddbias.get(), dact.get(), dids.get(), dw.get(),
-                     dres.get(), c.batch, c.k, H, I, E};
+                     dres.get(), c.batch, c.k, H, I, E, decode};
     ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act, ids, rw, resid, dp);
     const double e2 = testing::rel_err(dres.download(), out_ref);
-    std::printf("moe %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n", c.name, e1, e2);
+    std::printf("moe decode %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n", decode, c.name, e1, e2);
     EXPECT_LT(e1, 1e-5) << c.name;
     EXPECT_LT(e2, 1e-5) << c.name;
   }

@@ -38,6 +38,7 @@ Status MoeGateUpParams::validate() const {
   if (!blocks || !scales || !bias || !x || !ids || !act) {
     return InvalidArgument("moe_gate_up: null pointer argument");
   }
+  if (decode != 0 && decode != 1) return InvalidArgument("moe_gate_up: decode must be 0 or 1");
   return check_shape("moe_gate_up", batch, k, hidden, inter, n_experts);
 }
 
@@ -45,6 +46,7 @@ Status MoeDownParams::validate() const {
   if (!blocks || !scales || !bias || !act || !ids || !weights || !resid) {
     return InvalidArgument("moe_down: null pointer argument");
   }
+  if (decode != 0 && decode != 1) return InvalidArgument("moe_down: decode must be 0 or 1");
   return check_shape("moe_down", batch, k, hidden, inter, n_experts);
 }
 

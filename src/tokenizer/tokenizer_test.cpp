@@ -1,0 +1,187 @@
+// Unit tests of the tokenizer pieces. Exactness against HF tokenizers / tiktoken is checked
+// by tests/python/test_tokenizer.py; here: the o200k splitter against PCRE2 running the same
+// regex, the two BPE merge strategies against each other, UTF-8 rules, loader errors, and
+// the streaming decoder. Random inputs are seeded from random_device (seed printed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "tokenizer/o200k_splitter.h"
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace gossamer::tok {
+namespace {
+
+uint32_t seed_from_device(const char* what) {
+  const uint32_t seed = std::random_device{}();
+  std::printf("%s seed = %u\n", what, seed);
+  return seed;
+}
+
+// Random text from code points whose classes are identical in PCRE2's Unicode tables and
+// Unicode 16 (long-assigned scripts), biased to the cases the regex distinguishes.
+std::string random_text(std::mt19937& rng, size_t n_chars) {
+  static constexpr uint32_t kPool[][2] = {
+      {0x20, 0x7E},     {0x09, 0x0D},       {0x00, 0x1F},     {0xA0, 0x24F},     {0x300, 0x36F},
+      {0x370, 0x3FF},   {0x400, 0x4FF},     {0x5D0, 0x5EA},   {0x600, 0x64A},    {0x900, 0x97F},
+      {0xE00, 0xE3A},   {0x2000, 0x200A},   {0x2028, 0x2029}, {0x3000, 0x3002},  {0x4E00, 0x4FFF},
+      {0xAC00, 0xAFFF}, {0x1F600, 0x1F64F}, {0x2160, 0x2188}, {0x1D400, 0x1D4FF}};
+  static constexpr const char* kBits[] = {"'s",       "'LL",       "'Ve",     "'T",  "\r\n",
+                                          "  ",       "\n\n",      "/",       "123", "45678",
+                                          "\xC5\xBF", "'\xC5\xBF", "\xC2\x85"};
+  std::string s;
+  for (size_t k = 0; k < n_chars; ++k) {
+    const uint32_t r = rng() % 10;
+    if (r < 3) {
+      s += kBits[rng() % std::size(kBits)];
+      continue;
+    }
+    const auto& range = kPool[rng() % std::size(kPool)];
+    uint32_t cp = range[0] + rng() % (range[1] - range[0] + 1);
+    if (r < 6) cp = 0x20 + rng() % 0x5F;
+    utf8::append_code_point(&s, cp);
+  }
+  return s;
+}
+
+TEST(O200kSplitter, MatchesPcre2OnTheSameRegex) {
+  auto pcre = RegexSplitter::create(kO200kPattern);
+  ASSERT_TRUE(pcre.ok()) << pcre.status().ToString();
+  O200kSplitter fast;
+  std::mt19937 rng(seed_from_device("splitter"));
+  int mismatches = 0;
+  for (int it = 0; it < 3000; ++it) {
+    const std::string s = random_text(rng, 1 + rng() % 60);
+    std::vector<std::string_view> a, b;
+    fast.split(s, &a);
+    (*pcre)->split(s, &b);
+    if (a != b && ++mismatches <= 3) ADD_FAILURE() << "split differs on: " << s;
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST(O200kSplitter, HandCheckedPieces) {
+  O200kSplitter sp;
+  const auto split = [&](std::string_view s) {
+    std::vector<std::string_view> v;
+    sp.split(s, &v);
+    return std::vector<std::string>(v.begin(), v.end());
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(split("Hello world"), (V{"Hello", " world"}));
+  EXPECT_EQ(split("don't STOP'S"), (V{"don't", " STOP'S"}));
+  EXPECT_EQ(split("12345"), (V{"123", "45"}));
+  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));
+  EXPECT_EQ(split("x \n\n y"), (V{"x", " \n\n", " y"}));
+  EXPECT_EQ(split("end   "), (V{"end", "   "}));
+  EXPECT_EQ(split("a//\nb"), (V{"a", "//\n", "b"}));
+  EXPECT_EQ(split("HTTPServer"), (V{"HTTPServer"}));
+  EXPECT_EQ(split(" !?"), (V{" !?"}));
+}
+
+TEST(Utf8, ValidityAndMaximalSubparts) {
+  EXPECT_EQ(utf8::valid_prefix_len("ab\xC3\xA9z"), 5u);
+  EXPECT_EQ(utf8::valid_prefix_len("a\xC0\xAF"), 1u);          // overlong
+  EXPECT_EQ(utf8::valid_prefix_len("a\xED\xA0\x80"), 1u);      // surrogate
+  EXPECT_EQ(utf8::valid_prefix_len("a\xF4\x90\x80\x80"), 1u);  // > U+10FFFF
+  EXPECT_EQ(utf8::sanitize("a\xE2\x82z"), "a\xEF\xBF\xBDz");   // one U+FFFD for E2 82
+  EXPECT_EQ(utf8::sanitize("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_TRUE(utf8::is_incomplete_prefix("\xF0\x9F\x98", 0));
+  EXPECT_FALSE(utf8::is_incomplete_prefix("\xF0\x8F", 0));
+}
+
+// A tiny byte-level tokenizer.json: all 256 bytes plus "ab", "abc", merges a+b, ab+c.
+std::string tiny_json(const std::string& extra_merge = "") {
+  std::string vocab;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    std::string key;
+    uint32_t cp = static_cast<uint32_t>(b);
+    if (!printable) {
+      int k = 0;
+      for (int c = 0; c < b; ++c) {
+        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) ++k;
+      }
+      cp = 256 + k;
+    }
+    utf8::append_code_point(&key, cp);
+    if (key == "\"" || key == "\\") key = "\\" + key;
+    vocab += "\"" + key + "\": " + std::to_string(b) + ", ";
+  }
+  vocab += "\"ab\": 256, \"abc\": 257";
+  return R"({"normalizer": null, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false,
+    "use_regex": true}, "added_tokens": [{"id": 300, "content": "<|x|>", "special": true}],
+    "model": {"type": "BPE", "vocab": {)" +
+         vocab + R"(}, "merges": [["a", "b"], ["ab", "c"])" + extra_merge + "]}}";
+}
+
+TEST(Loader, TinyTokenizerEncodesAndDecodes) {
+  auto tok = Tokenizer::load_from_json(tiny_json(), "tiny");
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  // Pieces "abc" and " ab" (GPT-2 regex); " ab" has no token, so a+b merges inside it.
+  EXPECT_EQ((*tok)->encode("abc ab"), (std::vector<int32_t>{257, ' ', 256}));
+  EXPECT_EQ((*tok)->encode("abc<|x|>", true), (std::vector<int32_t>{257, 300}));
+  EXPECT_EQ((*tok)->vocab_size(), 301);
+  EXPECT_EQ(*(*tok)->decode({257, 300, 'z'}), "abc<|x|>z");
+  EXPECT_FALSE((*tok)->decode({299}).ok());
+  EXPECT_TRUE((*tok)->is_special(300));
+  EXPECT_EQ((*tok)->special_id("<|x|>"), 300);
+}
+
+TEST(Loader, ErrorsNameTheProblem) {
+  const auto err = [](const std::string& json) {
+    auto r = Tokenizer::load_from_json(json, "t.json");
+    return r.ok() ? std::string("OK") : r.status().message();
+  };
+  EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(err(tiny_json(R"(, ["q", "zz"])")).find("model.merges[2]"), std::string::npos);
+  EXPECT_NE(err(R"({"model": {"type": "WordPiece"}, "pre_tokenizer": {"type": "ByteLevel"}})")
+                .find("WordPiece"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"model": {}, "normalizer": {"type": "NFC"}})").find("NFC"), std::string::npos);
+  auto missing = Tokenizer::load("/nonexistent/tokenizer.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/tokenizer.json"), std::string::npos);
+}
+
+TEST(Bpe, QuadraticAndHeapMergesAgree) {
+  auto tok = Tokenizer::load_from_json(tiny_json(), "tiny");
+  ASSERT_TRUE(tok.ok());
+  const auto& model = static_cast<const BpeTokenizer&>(**tok).model();
+  std::mt19937 rng(seed_from_device("bpe"));
+  for (int it = 0; it < 2000; ++it) {
+    std::vector<int32_t> a(1 + rng() % BpeModel::kQuadraticMax);
+    for (auto& x : a) x = "abcx"[rng() % 4];
+    std::vector<int32_t> b = a;
+    model.merge_quadratic(&a);
+    model.merge_heap(&b);
+    ASSERT_EQ(a, b);
+  }
+}
+
+TEST(IncrementalDecoder, NeverSplitsCharactersNorDropsBytes) {
+  auto tok = Tokenizer::load_from_json(tiny_json(), "tiny");
+  ASSERT_TRUE(tok.ok());
+  std::mt19937 rng(seed_from_device("stream"));
+  for (int it = 0; it < 500; ++it) {
+    std::string bytes = random_text(rng, 1 + rng() % 20);
+    if (rng() % 3 == 0) bytes.insert(rng() % (bytes.size() + 1), 1, static_cast<char>(rng()));
+    IncrementalDecoder dec(*tok);
+    std::string out;
+    for (char c : bytes) {  // single-byte tokens: id == byte value in the tiny vocab
+      auto piece = dec.push(static_cast<uint8_t>(c));
+      ASSERT_TRUE(piece.ok());
+      ASSERT_EQ(utf8::valid_prefix_len(*piece), piece->size());
+      out += *piece;
+    }
+    out += dec.flush();
+    EXPECT_EQ(out, utf8::sanitize(bytes));
+  }
+  IncrementalDecoder dec(*tok);
+  EXPECT_FALSE(dec.push(1000).ok());
+}
+
+}  // namespace
+}  // namespace gossamer::tok
