@@ -13,4 +13,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build-asan -L cpu --output-on-failure -j"$(nproc)" || fail=1
 echo "== pytest (tests/python) =="
 GOSSAMER_BIN="$PWD/build/gossamer" .venv/bin/python -m pytest -q tests/python || fail=1
+echo "== fuzz smoke (libFuzzer, FUZZ_SECONDS per target) =="
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}" scripts/fuzz.sh || fail=1
 exit $fail

@@ -120,6 +120,7 @@ Result<GenerationParams> sampling_params(const RunArgs& a) {
   p.presence_penalty = a.presence;
   p.frequency_penalty = a.frequency;
   if (a.seed >= 0) p.seed = static_cast<uint64_t>(a.seed);
+  GS_RETURN_IF_ERROR(check_sampling_params(p));
   return p;
 }
 
@@ -128,6 +129,7 @@ Status run_generate(const RunArgs& a) {
     return InvalidArgument("give exactly one of --prompt and --tokens");
   }
   if (a.n < 0) return InvalidArgument("-n must be >= 0");
+  GS_ASSIGN_OR_RETURN(GenerationParams params, sampling_params(a));
   GS_ASSIGN_OR_RETURN(auto tok, find_tokenizer(a, !a.prompt.empty()));
   std::vector<int32_t> prompt;
   if (!a.prompt.empty()) {
@@ -136,7 +138,6 @@ Status run_generate(const RunArgs& a) {
   } else {
     GS_ASSIGN_OR_RETURN(prompt, parse_tokens(a.tokens));
   }
-  GS_ASSIGN_OR_RETURN(GenerationParams params, sampling_params(a));
   const auto t_load = Clock::now();
   GS_ASSIGN_OR_RETURN(Session s, open_session(a, static_cast<int64_t>(prompt.size()) + a.n));
   const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();

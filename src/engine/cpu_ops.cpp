@@ -160,12 +160,38 @@ void swiglu(const float* gu, int64_t I, float limit, float* y) {
   }
 }
 
+namespace {
+
+// Byte -> its two E2M1 values (low nibble first), built at compile time.
+struct PairLut {
+  float v[256][2];
+  constexpr PairLut() : v() {
+    constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int b = 0; b < 256; ++b) {
+      const int lo = b & 0xf, hi = b >> 4;
+      v[b][0] = (lo & 8) ? -kMag[lo & 7] : kMag[lo & 7];
+      v[b][1] = (hi & 8) ? -kMag[hi & 7] : kMag[hi & 7];
+    }
+  }
+};
+constexpr PairLut kPairLut;
+
+}  // namespace
+
 void mxfp4_row(const ExpertMatrix& m, int64_t e, int64_t r, float* out) {
   const int64_t nb = m.cols / 32;
   const int64_t row_index = e * m.rows + r;
   const uint8_t* blocks = m.blocks.u8() + row_index * nb * 16;
   const uint8_t* scales = m.scales.u8() + row_index * nb;
-  for (int64_t b = 0; b < nb; ++b) dequant_mxfp4_block(blocks + b * 16, scales[b], out + b * 32);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float s = e8m0_to_float(scales[b]);
+    const uint8_t* p = blocks + b * 16;
+    float* o = out + b * 32;
+    for (int i = 0; i < 16; ++i) {
+      o[2 * i] = kPairLut.v[p[i]][0] * s;
+      o[2 * i + 1] = kPairLut.v[p[i]][1] * s;
+    }
+  }
 }
 
 namespace {

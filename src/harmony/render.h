@@ -6,6 +6,9 @@
 //   if (!prompt.ok()) -> HTTP 400 with prompt.status().message() (names the bad field)
 //   prompt->ids  : the whole prompt, ending in <|start|>assistant (the model writes the header)
 //
+// Pass the raw request body (or an nlohmann::ordered_json): tool schemas render their properties
+// in document order, so a std::map-backed nlohmann::json would reorder them.
+//
 // Token-exact with openai-harmony's render_conversation_for_completion(..., Role.ASSISTANT)
 // (auto_drop_analysis=True): every text piece of a header (role, " to=R", channel, " type")
 // and every content body is BPE-encoded on its own, formatting markers are single special

@@ -290,6 +290,7 @@ Status TensorStore::add_file(const std::string& path) {
     loc.ref.dtype = e.dtype;
     loc.ref.shape = std::move(e.shape);
     loc.ref.data = mf->data() + h.data_start + e.begin;
+    loc.offset = h.data_start + e.begin;
     tensors_.emplace(e.name, std::move(loc));
   }
   maps_.push_back(std::move(mf));
@@ -374,6 +375,11 @@ Result<TensorRef> TensorStore::get(const std::string& name) const {
 std::string TensorStore::file_of(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? std::string() : maps_[it->second.file]->path();
+}
+
+int64_t TensorStore::offset_of(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? -1 : static_cast<int64_t>(it->second.offset);
 }
 
 std::vector<std::string> TensorStore::names() const {

@@ -78,6 +78,8 @@ class TensorStore {
   Result<TensorRef> get(const std::string& name) const;
   // The file holding `name` ("" when absent).
   std::string file_of(const std::string& name) const;
+  // Absolute byte offset of `name`'s data in its file (-1 when absent).
+  int64_t offset_of(const std::string& name) const;
   // All tensor names, sorted.
   std::vector<std::string> names() const;
   size_t size() const { return tensors_.size(); }
@@ -92,6 +94,7 @@ class TensorStore {
   struct Located {
     TensorRef ref;
     size_t file = 0;
+    uint64_t offset = 0;  // absolute file offset of the data
   };
   TensorStore() = default;
   Status add_file(const std::string& path);

@@ -151,6 +151,13 @@ class Binder {
       return InvalidArgument("tensor '" + name + "' in " + store_.file_of(name) + ": expected " +
                              expect + ", found " + dtype_name(t.dtype) + " " + shape_str(t.shape));
     }
+    // Consumers read elements through typed pointers: require natural alignment (mmaps are
+    // page-aligned, so this is the file offset's alignment).
+    if (store_.offset_of(name) % dtype_size(t.dtype) != 0) {
+      return Unsupported("tensor '" + name + "' in " + store_.file_of(name) + " starts at byte " +
+                         "offset " + std::to_string(store_.offset_of(name)) + ", not aligned to " +
+                         std::to_string(dtype_size(t.dtype)) + " bytes");
+    }
     *out = std::move(t);
     return Status::Ok();
   }

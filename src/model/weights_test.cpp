@@ -276,6 +276,17 @@ TEST(Weights, OriginalLayoutGetsAHint) {
                {dir.path("model.safetensors"), "original", "embedding.weight"});
 }
 
+TEST(Weights, MisalignedTensorRejected) {
+  const ModelConfig c = tiny_config();
+  // st_file pads the header to 8 bytes and lays tensors out in name order: the 1-byte tensor
+  // "a" comes first, so every following tensor starts at an odd file offset.
+  expect_load_error(c,
+                    [](auto& ts) {
+                      ts["a"] = StTensor{"a", "U8", {1}, "x"};
+                    },
+                    {"not aligned to 2 bytes"});
+}
+
 TEST(Weights, BadConfigNamesFile) {
   TempDir dir;
   json j = json::parse(config_to_json(tiny_config()));

@@ -70,6 +70,7 @@ void Engine::stop() {
     stop_ = true;
   }
   cv_.notify_one();
+  std::lock_guard<std::mutex> lock(join_mu_);  // stop() may race with itself (signal + exit)
   if (thread_.joinable()) thread_.join();
 }
 

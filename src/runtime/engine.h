@@ -40,7 +40,7 @@ class Engine {
                                                 GenerationParams params);
   // Thread-safe validation only (same checks as submit, no queueing).
   Status check(const std::vector<int32_t>& prompt, const GenerationParams& params) const;
-  // Finishes every request (reason cancelled) and joins the thread. Idempotent.
+  // Finishes every request (reason cancelled) and joins the thread. Idempotent, thread-safe.
   void stop();
 
   const ModelConfig& config() const { return cfg_; }
@@ -69,6 +69,7 @@ class Engine {
   std::atomic<int64_t> queued_{0};  // inbox + scheduler waiting queue
   uint64_t next_id_ = 1;
   std::random_device rd_;
+  std::mutex join_mu_;
   std::thread thread_;
 };
 

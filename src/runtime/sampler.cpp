@@ -6,9 +6,8 @@
 #include <string>
 
 namespace gossamer {
-namespace {
 
-Status check_params(const GenerationParams& p) {
+Status check_sampling_params(const GenerationParams& p) {
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) {
     return InvalidArgument("temperature must be a finite number >= 0, got " +
                            std::to_string(p.temperature));
@@ -27,11 +26,13 @@ Status check_params(const GenerationParams& p) {
   return Status::Ok();
 }
 
+namespace {
+
 // z = logits with penalties applied; checks for NaN.
 Result<std::vector<double>> penalised(std::span<const float> logits, const GenerationParams& p,
                                       std::span<const int32_t> generated) {
   if (logits.empty()) return InvalidArgument("sampler: empty logits row");
-  GS_RETURN_IF_ERROR(check_params(p).With("sampler"));
+  GS_RETURN_IF_ERROR(check_sampling_params(p).With("sampler"));
   std::vector<double> z(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isnan(logits[i])) {

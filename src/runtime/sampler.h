@@ -23,6 +23,10 @@
 
 namespace gossamer {
 
+// Checks the sampling fields of `p` (temperature >= 0, top_p in (0, 1], min_p in [0, 1],
+// top_k >= 0, finite penalties, top_logprobs >= 0); the message names the field.
+Status check_sampling_params(const GenerationParams& p);
+
 // A request's generator: seeded from `seed` when given, else from std::random_device.
 std::mt19937_64 make_request_rng(std::optional<uint64_t> seed);
 

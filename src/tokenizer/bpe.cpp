@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <queue>
 
 namespace gossamer::tok {
@@ -81,6 +82,30 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* out) c
   for (size_t i = 0; i < piece.size(); ++i) syms[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
   merge_heap(&syms);
   out->insert(out->end(), syms.begin(), syms.end());
+}
+
+void BpeModel::encode_piece(std::string_view piece, std::vector<int32_t>* out,
+                            PieceCache* cache) const {
+  if (piece.size() == 1) {
+    out->push_back(byte_ids_[static_cast<uint8_t>(piece[0])]);
+    return;
+  }
+  PieceCache::Slot& slot = cache->slots_[hash_bytes(piece) & (PieceCache::kSlots - 1)];
+  if (slot.len == piece.size() && std::memcmp(slot.ptr, piece.data(), piece.size()) == 0) {
+    out->insert(out->end(), cache->ids_.begin() + slot.off,
+                cache->ids_.begin() + slot.off + slot.n);
+    return;
+  }
+  const size_t before = out->size();
+  encode_piece(piece, out);
+  if (cache->ids_.size() > PieceCache::kMaxIds) {
+    cache->ids_.clear();
+    for (PieceCache::Slot& s : cache->slots_) s = PieceCache::Slot{};
+  }
+  slot = PieceCache::Slot{piece.data(), static_cast<uint32_t>(piece.size()),
+                          static_cast<uint32_t>(cache->ids_.size()),
+                          static_cast<uint32_t>(out->size() - before)};
+  cache->ids_.insert(cache->ids_.end(), out->begin() + static_cast<ptrdiff_t>(before), out->end());
 }
 
 size_t BpeModel::merge_small(int32_t* s, size_t n) const {

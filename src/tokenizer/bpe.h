@@ -13,6 +13,24 @@
 
 namespace gossamer::tok {
 
+// Per-call memo of piece -> ids (direct-mapped, bounded). Pieces are views into the text
+// being encoded, so a cache must not outlive that text; one per encode() call.
+class PieceCache {
+ public:
+  static constexpr size_t kSlots = 4096;
+  static constexpr size_t kMaxIds = 1 << 18;  // cleared when the id arena grows past this
+  struct Slot {
+    const char* ptr = nullptr;
+    uint32_t len = 0, off = 0, n = 0;
+  };
+  PieceCache() : slots_(kSlots) {}
+
+ private:
+  friend class BpeModel;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> ids_;
+};
+
 class BpeModel {
  public:
   // vocab: (raw bytes, id) pairs; merges: (left bytes, right bytes) in rank order.
@@ -24,6 +42,8 @@ class BpeModel {
 
   // Appends the ids of one pre-tokenized piece (non-empty) to *out.
   void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;
+  // Same, memoised in *cache (worth it for long texts).
+  void encode_piece(std::string_view piece, std::vector<int32_t>* out, PieceCache* cache) const;
 
   // The two merge strategies, exposed for tests (must agree): simple O(n^2) scan for short
   // pieces and a heap + linked list, O(n log n), for long ones. Input: initial symbol ids.

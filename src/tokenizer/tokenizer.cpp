@@ -6,6 +6,9 @@
 
 namespace gossamer::tok {
 
+// Texts at least this long memoise piece -> ids during one encode() call.
+constexpr size_t kCacheMinBytes = 4096;
+
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   std::stable_sort(tokens_.begin(), tokens_.end(), [](const AddedToken& a, const AddedToken& b) {
     return a.text.size() > b.text.size();
@@ -56,25 +59,35 @@ void BpeTokenizer::pretokenize(std::string_view text, std::vector<std::string_vi
 }
 
 void BpeTokenizer::encode_valid(std::string_view text, std::vector<int32_t>* out,
-                                std::vector<std::string_view>* scratch) const {
-  scratch->clear();
+                                Scratch* scratch) const {
+  std::vector<std::string_view>& pieces = scratch->pieces;
+  pieces.clear();
   if (splitters_.size() == 1) {
-    splitters_[0]->split(text, scratch);
+    splitters_[0]->split(text, &pieces);
   } else {
-    pretokenize(text, scratch);
+    pretokenize(text, &pieces);
   }
-  for (std::string_view piece : *scratch) model_.encode_piece(piece, out);
+  if (scratch->cache) {
+    for (std::string_view piece : pieces) model_.encode_piece(piece, out, scratch->cache.get());
+  } else {
+    for (std::string_view piece : pieces) model_.encode_piece(piece, out);
+  }
 }
 
 // Invalid UTF-8 rule: every byte that is not part of a well-formed character is encoded as
 // its own single-byte token, and the valid runs on either side are pre-tokenized separately.
 void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>* out) const {
-  std::vector<std::string_view> scratch;
+  Scratch scratch;
+  encode_ordinary(text, out, &scratch);
+}
+
+void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<int32_t>* out,
+                                   Scratch* scratch) const {
   size_t i = 0;
   while (i < text.size()) {
     const size_t valid = utf8::valid_prefix_len(text.substr(i));
     if (valid > 0) {
-      encode_valid(text.substr(i, valid), out, &scratch);
+      encode_valid(text.substr(i, valid), out, scratch);
       i += valid;
     }
     if (i < text.size()) {  // text[i] starts an ill-formed sequence
@@ -88,11 +101,13 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool allow_spec
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   const AddedTokenMatcher& matcher = allow_special ? all_added_ : plain_added_;
+  Scratch scratch;
+  if (text.size() >= kCacheMinBytes) scratch.cache = std::make_unique<PieceCache>();
   size_t pos = 0;
   while (pos < text.size()) {
     const AddedTokenMatcher::Match m = matcher.find(text, pos);
     const size_t end = m.token ? m.pos : text.size();
-    if (end > pos) encode_ordinary(text.substr(pos, end - pos), &out);
+    if (end > pos) encode_ordinary(text.substr(pos, end - pos), &out, &scratch);
     if (!m.token) break;
     out.push_back(m.token->id);
     pos = m.pos + m.token->text.size();

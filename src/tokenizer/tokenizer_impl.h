@@ -57,8 +57,12 @@ class BpeTokenizer final : public Tokenizer {
   const BpeModel& model() const { return model_; }
 
  private:
-  void encode_valid(std::string_view text, std::vector<int32_t>* out,
-                    std::vector<std::string_view>* scratch) const;
+  struct Scratch {
+    std::vector<std::string_view> pieces;
+    std::unique_ptr<PieceCache> cache;  // only for long texts
+  };
+  void encode_valid(std::string_view text, std::vector<int32_t>* out, Scratch* scratch) const;
+  void encode_ordinary(std::string_view text, std::vector<int32_t>* out, Scratch* scratch) const;
 
   BpeModel model_;
   std::vector<std::unique_ptr<Splitter>> splitters_;  // applied in sequence

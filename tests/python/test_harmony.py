@@ -394,3 +394,16 @@ def test_parser_budget_exhausted_in_reasoning(gossamer, tokenizer_json, harmony)
     assert out["truncated"] and out["reasoning_only"] and out["content"] == ""
     assert out["finish"] == "length"
     assert "Let me think about this" in out["reasoning"]
+
+
+def test_model_dir_and_text_mode(gossamer, tokenizer_json, tmp_path):
+    (tmp_path / "tokenizer.json").symlink_to(tokenizer_json)
+    req = json.dumps({"messages": [{"role": "user", "content": "Hi there"}]}).encode()
+    by_model = gossamer("apply-template", "--model", tmp_path, "--date", DATE, input=req).stdout.decode()
+    by_file = gossamer("apply-template", "--tokenizer", tokenizer_json, "--date", DATE, input=req).stdout.decode()
+    assert by_model == by_file
+    ids_line, text = by_model.split("\n", 1)
+    assert text.endswith("<|start|>user<|message|>Hi there<|end|><|start|>assistant\n")
+    assert len(ids_line.split()) > 10
+    p = gossamer("apply-template", "--date", DATE, input=req, check=False)
+    assert p.returncode == 2 and b"--model or --tokenizer" in p.stderr

@@ -51,7 +51,8 @@ Result<DecodeBenchResult> CudaModelRunner::bench_decode(int batch, int64_t depth
   int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
   int32_t* tsl = m.h_in + (m.in.tables_sliding - m.in.tokens);
   for (int b = 0; b < batch; ++b)
-    for (int64_t j = 0; j < need; ++j) tf[b * m.max_blocks + j] = tsl[b * m.max_blocks + j] = static_cast<int32_t>(b * need + j);
+    for (int64_t j = 0; j < need; ++j)
+      tf[b * m.max_blocks + j] = tsl[b * m.max_blocks + j] = static_cast<int32_t>(b * need + j);
   std::mt19937 rng(1234);
   auto reset = [&] {
     for (int b = 0; b < batch; ++b) {
@@ -82,14 +83,16 @@ Result<DecodeBenchResult> CudaModelRunner::bench_decode(int batch, int64_t depth
   r.ms = ms;
   r.bytes_per_token = decode_bytes(depth + steps / 2);
   r.last_tokens.resize(batch);
-  GS_CUDA_RETURN(cudaMemcpy(r.last_tokens.data(), m.ws.sampled, batch * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  GS_CUDA_RETURN(cudaMemcpy(r.last_tokens.data(), m.ws.sampled, batch * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost));
   return r;
 }
 
 Result<double> CudaModelRunner::bench_prefill(int64_t tokens, int64_t depth) {
   Impl& m = *impl_;
   const int64_t bs = m.kv.block_size, need = (depth + tokens + bs - 1) / bs;
-  if (need > std::min(m.kv.num_blocks_full, m.kv.num_blocks_sliding) || depth + tokens > m.opts.max_seq_len) {
+  if (need > std::min(m.kv.num_blocks_full, m.kv.num_blocks_sliding) ||
+      depth + tokens > m.opts.max_seq_len) {
     return OutOfRange("bench_prefill: depth + tokens exceeds max_seq_len or the KV pools");
   }
   std::vector<int32_t> toks(tokens), table(need);

@@ -18,13 +18,18 @@
 
 namespace gossamer {
 
-const char* gossamer_git_sha() { return GOSSAMER_GIT_SHA; }
+const char* gossamer_git_sha() {
+  return GOSSAMER_GIT_SHA;
+}
 
 Status CudaRunnerOptions::validate() const {
-  if (kv.block_size <= 0 || kv.block_size > 1024) return InvalidArgument("cuda runner: kv block_size must be in [1, 1024]");
-  if (kv.num_blocks_full < 0 || kv.num_blocks_sliding < 0) return InvalidArgument("cuda runner: negative KV block counts");
+  if (kv.block_size <= 0 || kv.block_size > 1024)
+    return InvalidArgument("cuda runner: kv block_size must be in [1, 1024]");
+  if (kv.num_blocks_full < 0 || kv.num_blocks_sliding < 0)
+    return InvalidArgument("cuda runner: negative KV block counts");
   if (max_seq_len <= 0 || max_seqs <= 0 || max_step_tokens <= 0 || max_step_tokens > 4096) {
-    return InvalidArgument("cuda runner: max_seq_len, max_seqs > 0 and max_step_tokens in [1, 4096]");
+    return InvalidArgument(
+        "cuda runner: max_seq_len, max_seqs > 0 and max_step_tokens in [1, 4096]");
   }
   return Status::Ok();
 }
@@ -37,8 +42,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::create(const LoadedMod
   auto impl = std::make_unique<Impl>();
   GS_RETURN_IF_ERROR(impl->init_common(model.config, opts));
   if (model.weights.layers.size() != impl->layers.size()) {
-    return InvalidArgument("cuda runner: weights have " + std::to_string(model.weights.layers.size()) +
-                           " layers, config says " + std::to_string(impl->layers.size()));
+    return InvalidArgument("cuda runner: weights have " +
+                           std::to_string(model.weights.layers.size()) + " layers, config says " +
+                           std::to_string(impl->layers.size()));
   }
   GS_RETURN_IF_ERROR(impl->alloc_weights());
   GS_RETURN_IF_ERROR(impl->upload_weights(model));
@@ -54,29 +60,36 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::create_synthetic(
   return std::unique_ptr<CudaModelRunner>(new CudaModelRunner(std::move(impl)));
 }
 
-const ModelConfig& CudaModelRunner::config() const { return impl_->cfg; }
-const KvCacheSpec& CudaModelRunner::kv_spec() const { return impl_->kv; }
+const ModelConfig& CudaModelRunner::config() const {
+  return impl_->cfg;
+}
+const KvCacheSpec& CudaModelRunner::kv_spec() const {
+  return impl_->kv;
+}
 
 std::string CudaModelRunner::kernel_path(int rows) const {
   const Impl& m = *impl_;
   return std::string("embed_bf16_f32 | rmsnorm_f32a_bf16w | ") + kern::qkv_rope_variant(rows) +
          " | attn_decode_split_bf16kv_f32q(splits=" + std::to_string(m.splits_for(rows)) +
          ")+attn_combine_f32 | o_proj " + kern::gemv_variant(rows) + "+residual | router " +
-         kern::gemv_variant(rows) + " + topk_softmax_f32 | moe_gate_up_swiglu_mxfp4w_f32a | "
-         "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " + kern::gemv_variant(rows) +
-         "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
+         kern::gemv_variant(rows) +
+         " + topk_softmax_f32 | moe_gate_up_swiglu_mxfp4w_f32a | "
+         "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " +
+         kern::gemv_variant(rows) + "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
          (m.opts.use_graphs ? "yes" : "no");
 }
 
 std::string CudaModelRunner::describe() const {
   return "cuda gpt-oss on " + impl_->device_name +
          ": bf16 dense + MXFP4 expert weights resident, fp32 activations, bf16 paged KV; "
-         "kernels (batch 1): " + kernel_path(1);
+         "kernels (batch 1): " +
+         kernel_path(1);
 }
 
 Status CudaModelRunner::Impl::upload_inputs() {
-  return kern::cuda_status(cudaMemcpyAsync(in.tokens, h_in, in.count * sizeof(int32_t),
-                                           cudaMemcpyHostToDevice, stream), "upload step inputs");
+  return kern::cuda_status(
+      cudaMemcpyAsync(in.tokens, h_in, in.count * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
+      "upload step inputs");
 }
 
 Result<cudaGraphExec_t> CudaModelRunner::Impl::graph_for(int rows, bool feedback) {
@@ -104,8 +117,9 @@ Status check_chunk(const SeqChunk& c, size_t ci, const ModelConfig& cfg, const K
   if (c.tokens.empty()) return InvalidArgument(ctx + "no tokens");
   for (size_t j = 0; j < c.tokens.size(); ++j) {
     if (c.tokens[j] < 0 || c.tokens[j] >= cfg.vocab_size) {
-      return InvalidArgument(ctx + "token " + std::to_string(j) + " id " + std::to_string(c.tokens[j]) +
-                             " outside [0, " + std::to_string(cfg.vocab_size) + ")");
+      return InvalidArgument(ctx + "token " + std::to_string(j) + " id " +
+                             std::to_string(c.tokens[j]) + " outside [0, " +
+                             std::to_string(cfg.vocab_size) + ")");
     }
   }
   const int64_t end = c.pos0 + static_cast<int64_t>(c.tokens.size());
@@ -114,10 +128,12 @@ Status check_chunk(const SeqChunk& c, size_t ci, const ModelConfig& cfg, const K
                       ") outside [0, max_seq_len " + std::to_string(max_seq_len) + ")");
   }
   const int64_t bs = kv.block_size, last = (end - 1) / bs;
-  auto check_table = [&](std::span<const int32_t> t, int64_t first, int64_t pool, const char* name) {
+  auto check_table = [&](std::span<const int32_t> t, int64_t first, int64_t pool,
+                         const char* name) {
     if (static_cast<int64_t>(t.size()) <= last) {
       return InvalidArgument(ctx + name + " block table has " + std::to_string(t.size()) +
-                             " entries, position " + std::to_string(end - 1) + " needs " + std::to_string(last + 1));
+                             " entries, position " + std::to_string(end - 1) + " needs " +
+                             std::to_string(last + 1));
     }
     for (int64_t i = first; i <= last; ++i) {
       if (t[i] < 0 || t[i] >= pool) {
@@ -148,7 +164,8 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
   bool has_full = false, has_sliding = false;
   for (const auto& L : m.layers) (L.sliding ? has_sliding : has_full) = true;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    GS_RETURN_IF_ERROR(check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
+    GS_RETURN_IF_ERROR(
+        check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
   }
   // Block tables (unused entries stay 0: never read).
   int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
@@ -158,9 +175,13 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
     const size_t nf = std::min<size_t>(chunks[i].blocks_full.size(), m.max_blocks);
     const size_t ns = std::min<size_t>(chunks[i].blocks_sliding.size(), m.max_blocks);
     for (size_t j = 0; j < nf; ++j) tf[i * m.max_blocks + j] = chunks[i].blocks_full[j];
-    for (size_t j = 0; j < ns; ++j) tsl[i * m.max_blocks + j] = std::max(0, chunks[i].blocks_sliding[j]);
+    for (size_t j = 0; j < ns; ++j)
+      tsl[i * m.max_blocks + j] = std::max(0, chunks[i].blocks_sliding[j]);
   }
-  struct Row { int32_t tok, pos, seq; bool logit; };
+  struct Row {
+    int32_t tok, pos, seq;
+    bool logit;
+  };
   std::vector<Row> rows;
   bool decode = true;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -169,7 +190,8 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       const bool logit = c.logits == LogitsMode::kAll ||
                          (c.logits == LogitsMode::kLast && j + 1 == c.tokens.size());
-      rows.push_back({c.tokens[j], static_cast<int32_t>(c.pos0 + j), static_cast<int32_t>(i), logit});
+      rows.push_back(
+          {c.tokens[j], static_cast<int32_t>(c.pos0 + j), static_cast<int32_t>(i), logit});
     }
   }
   const int64_t V = m.cfg.vocab_size;
@@ -211,7 +233,8 @@ Result<std::vector<int32_t>> CudaModelRunner::last_greedy_tokens() {
   Impl& m = *impl_;
   std::vector<int32_t> t(m.last_logit_rows);
   if (!t.empty()) {
-    GS_CUDA_RETURN(cudaMemcpy(t.data(), m.ws.sampled, t.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    GS_CUDA_RETURN(
+        cudaMemcpy(t.data(), m.ws.sampled, t.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
   }
   return t;
 }
@@ -227,7 +250,8 @@ Status CudaModelRunner::copy_block(bool sliding_pool, int32_t src, int32_t dst) 
   for (const auto& L : m.layers) {
     if (L.sliding != sliding_pool) continue;
     for (uint16_t* c : {L.k, L.v}) {
-      GS_CUDA_RETURN(cudaMemcpyAsync(c + dst * blk, c + src * blk, blk * 2, cudaMemcpyDeviceToDevice, m.stream));
+      GS_CUDA_RETURN(cudaMemcpyAsync(c + dst * blk, c + src * blk, blk * 2,
+                                     cudaMemcpyDeviceToDevice, m.stream));
     }
   }
   return kern::cuda_status(cudaStreamSynchronize(m.stream), "copy_block");

@@ -18,9 +18,9 @@
 namespace gossamer {
 
 struct CudaRunnerOptions {
-  KvCacheSpec kv;               // num_blocks_* == 0: sized from max_seqs * max_seq_len
-  int64_t max_seq_len = 8192;   // longest sequence (block tables hold max_seq_len / block_size)
-  int64_t max_seqs = 8;         // sequences per step (block-table rows)
+  KvCacheSpec kv;                 // num_blocks_* == 0: sized from max_seqs * max_seq_len
+  int64_t max_seq_len = 8192;     // longest sequence (block tables hold max_seq_len / block_size)
+  int64_t max_seqs = 8;           // sequences per step (block-table rows)
   int64_t max_step_tokens = 256;  // rows per forward; longer steps are split
   bool use_graphs = true;
   int device = 0;
@@ -35,7 +35,7 @@ struct CudaDeviceInfo {
 
 // Timing hooks for `gossamer bench` (not part of ModelRunner).
 struct DecodeBenchResult {
-  double ms = 0;            // GPU time for all steps (CUDA events around the graph replays)
+  double ms = 0;               // GPU time for all steps (CUDA events around the graph replays)
   double bytes_per_token = 0;  // weights + KV read per decode step / batch (model estimate)
   std::vector<int32_t> last_tokens;  // greedy tokens of the last step (sanity)
 };

@@ -41,7 +41,8 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   opts = o;
   GS_RETURN_IF_ERROR(cfg.validate());
   GS_RETURN_IF_ERROR(opts.validate());
-  if (cfg.head_dim != 64) return Unsupported("cuda runner: head_dim must be 64, got " + std::to_string(cfg.head_dim));
+  if (cfg.head_dim != 64)
+    return Unsupported("cuda runner: head_dim must be 64, got " + std::to_string(cfg.head_dim));
   if (cfg.num_attention_heads % cfg.num_key_value_heads != 0 ||
       cfg.num_attention_heads / cfg.num_key_value_heads > 16) {
     return Unsupported("cuda runner: needs heads / kv_heads <= 16");
@@ -82,14 +83,16 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
     GS_ASSIGN_OR_RETURN(L.v, alloc_n<uint16_t>(n, "V cache"));
   }
   size_t part_rows = 0;
-  for (int r = 1; r <= R_max; ++r) part_rows = std::max(part_rows, static_cast<size_t>(r) * splits_for(r));
+  for (int r = 1; r <= R_max; ++r)
+    part_rows = std::max(part_rows, static_cast<size_t>(r) * splits_for(r));
   auto& w = ws;
   GS_ASSIGN_OR_RETURN(w.x, alloc_n<float>(R_max * H, "x"));
   GS_ASSIGN_OR_RETURN(w.xn, alloc_n<float>(R_max * H, "xn"));
   GS_ASSIGN_OR_RETURN(w.q, alloc_n<float>(R_max * QD, "q"));
   GS_ASSIGN_OR_RETURN(w.attn, alloc_n<float>(R_max * QD, "attn"));
   GS_ASSIGN_OR_RETURN(w.part_o, alloc_n<float>(part_rows * QD, "attention partials"));
-  GS_ASSIGN_OR_RETURN(w.part_ml, alloc_n<float>(part_rows * cfg.num_attention_heads * 2, "attention partials"));
+  GS_ASSIGN_OR_RETURN(
+      w.part_ml, alloc_n<float>(part_rows * cfg.num_attention_heads * 2, "attention partials"));
   GS_ASSIGN_OR_RETURN(w.router, alloc_n<float>(R_max * E, "router logits"));
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
@@ -185,7 +188,8 @@ class Uploader {
       const size_t n = std::min(kChunk, bytes - off);
       GS_CUDA_RETURN(cudaStreamSynchronize(s_));  // staging buffer free again
       std::memcpy(buf_, static_cast<const char*>(src) + off, n);
-      GS_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(dst) + off, buf_, n, cudaMemcpyHostToDevice, s_));
+      GS_CUDA_RETURN(
+          cudaMemcpyAsync(static_cast<char*>(dst) + off, buf_, n, cudaMemcpyHostToDevice, s_));
     }
     return cuda_status_sync();
   }
@@ -224,7 +228,8 @@ Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
   const size_t KD = cfg.num_key_value_heads * 64;
   Uploader up(stream);
   auto bf16_only = [](const TensorRef& t, const std::string& what) -> Status {
-    if (t.dtype != DType::kBF16) return Unsupported("cuda runner: " + what + " must be bf16, got " + dtype_name(t.dtype));
+    if (t.dtype != DType::kBF16)
+      return Unsupported("cuda runner: " + what + " must be bf16, got " + dtype_name(t.dtype));
     return Status::Ok();
   };
   GS_RETURN_IF_ERROR(bf16_only(w.embed, "embed"));
@@ -254,8 +259,10 @@ Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
     if (s.gate_up.format != ExpertFormat::kMxfp4 || s.down.format != ExpertFormat::kMxfp4) {
       return Unsupported("cuda runner: " + p + "experts are not MXFP4");
     }
-    GS_RETURN_IF_ERROR(up.raw(L.gu_blocks, s.gate_up.blocks, E * 2 * I * H / 2, p + "gate_up blocks"));
-    GS_RETURN_IF_ERROR(up.raw(L.gu_scales, s.gate_up.scales, E * 2 * I * H / 32, p + "gate_up scales"));
+    GS_RETURN_IF_ERROR(
+        up.raw(L.gu_blocks, s.gate_up.blocks, E * 2 * I * H / 2, p + "gate_up blocks"));
+    GS_RETURN_IF_ERROR(
+        up.raw(L.gu_scales, s.gate_up.scales, E * 2 * I * H / 32, p + "gate_up scales"));
     GS_RETURN_IF_ERROR(up.vec_f32(L.gu_b, s.gate_up_b, E * 2 * I, p + "gate_up bias"));
     GS_RETURN_IF_ERROR(up.raw(L.dn_blocks, s.down.blocks, E * H * I / 2, p + "down blocks"));
     GS_RETURN_IF_ERROR(up.raw(L.dn_scales, s.down.scales, E * H * I / 32, p + "down scales"));

@@ -18,16 +18,20 @@ __device__ __forceinline__ float unit(uint64_t seed, size_t i) {
 }
 
 __global__ void fill_bf16_k(uint16_t* p, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
     p[i] = kern::f32_to_bf16(lo + (hi - lo) * unit(seed, i));
 }
 __global__ void fill_f32_k(float* p, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
     p[i] = lo + (hi - lo) * unit(seed, i);
 }
 __global__ void fill_u8_k(uint8_t* p, size_t n, uint64_t seed, int lo, int hi) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    p[i] = static_cast<uint8_t>(lo + static_cast<int>(unit(seed, i) * (hi - lo + 1)) % (hi - lo + 1));
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    p[i] =
+        static_cast<uint8_t>(lo + static_cast<int>(unit(seed, i) * (hi - lo + 1)) % (hi - lo + 1));
 }
 
 constexpr int kBlocks = 4096, kThreads = 256;

@@ -25,26 +25,109 @@ struct Range {
 };
 }  // namespace
 
+namespace {
+
+struct Dims {
+  int H, nh, kvh, E, K, I, V, QD;
+  float eps;
+  explicit Dims(const ModelConfig& c)
+      : H(static_cast<int>(c.hidden_size)),
+        nh(static_cast<int>(c.num_attention_heads)),
+        kvh(static_cast<int>(c.num_key_value_heads)),
+        E(static_cast<int>(c.num_local_experts)),
+        K(static_cast<int>(c.experts_per_token)),
+        I(static_cast<int>(c.intermediate_size)),
+        V(static_cast<int>(c.vocab_size)),
+        QD(nh * 64),
+        eps(static_cast<float>(c.rms_norm_eps)) {}
+};
+
+// Attention half of a layer: norm, fused QKV/RoPE/KV write, split attention, O-proj + residual.
+Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                         const Dims& d, kern::QkvRopeParams& qp, kern::AttnParams& ap) {
+  using namespace kern;
+  const auto& ws = m.ws;
+  cudaStream_t s = m.stream;
+  Range r("attention block");
+  const int32_t* tables = L.sliding ? m.in.tables_sliding : m.in.tables_full;
+  const int nblocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
+  GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.attn_norm, nullptr, ws.xn, rows, d.H, d.eps}, s));
+  qp.w = L.qkv_w;
+  qp.bias = L.qkv_b;
+  qp.block_table = tables;
+  qp.k_cache = L.k;
+  qp.v_cache = L.v;
+  qp.num_blocks = nblocks;
+  GS_RETURN_IF_ERROR(launch_qkv_rope(qp, s));
+  ap.k_cache = L.k;
+  ap.v_cache = L.v;
+  ap.block_table = tables;
+  ap.num_blocks = nblocks;
+  ap.sinks = L.sinks;
+  ap.window = L.sliding ? static_cast<int>(m.cfg.sliding_window) : 0;
+  GS_RETURN_IF_ERROR(launch_attention(ap, s));
+  return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr}, s);
+}
+
+// MoE half of a layer: norm, router GEMV + top-k, gate_up + SwiGLU, down + weighted residual.
+Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                   const Dims& d) {
+  using namespace kern;
+  const auto& ws = m.ws;
+  cudaStream_t s = m.stream;
+  Range r("moe block");
+  GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.mlp_norm, nullptr, ws.xn, rows, d.H, d.eps}, s));
+  GS_RETURN_IF_ERROR(launch_gemv(
+      {L.router_w, L.router_b, ws.xn, ws.router, d.E, d.H, rows, d.E, false, nullptr}, s));
+  GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K}, s));
+  MoeGateUpParams gp;
+  gp.blocks = L.gu_blocks;
+  gp.scales = L.gu_scales;
+  gp.bias = L.gu_b;
+  gp.x = ws.xn;
+  gp.ids = ws.ids;
+  gp.act = ws.act;
+  gp.batch = rows;
+  gp.k = d.K;
+  gp.hidden = d.H;
+  gp.inter = d.I;
+  gp.n_experts = d.E;
+  gp.alpha = 1.702f;
+  gp.limit = static_cast<float>(m.cfg.swiglu_limit);
+  GS_RETURN_IF_ERROR(launch_moe_gate_up(gp, s));
+  MoeDownParams dp;
+  dp.blocks = L.dn_blocks;
+  dp.scales = L.dn_scales;
+  dp.bias = L.dn_b;
+  dp.act = ws.act;
+  dp.ids = ws.ids;
+  dp.weights = ws.rw;
+  dp.resid = ws.x;
+  dp.batch = rows;
+  dp.k = d.K;
+  dp.hidden = d.H;
+  dp.inter = d.I;
+  dp.n_experts = d.E;
+  return launch_moe_down(dp, s);
+}
+
+}  // namespace
+
 Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool feedback) {
   using namespace kern;
-  const int H = static_cast<int>(cfg.hidden_size), nh = static_cast<int>(cfg.num_attention_heads);
-  const int kvh = static_cast<int>(cfg.num_key_value_heads), E = static_cast<int>(cfg.num_local_experts);
-  const int K = static_cast<int>(cfg.experts_per_token), I = static_cast<int>(cfg.intermediate_size);
-  const int V = static_cast<int>(cfg.vocab_size), QD = nh * 64;
-  const float eps = static_cast<float>(cfg.rms_norm_eps);
+  const Dims d(cfg);
   cudaStream_t s = stream;
   Range fwd("forward");
-  GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, V, H}, s));
-  QkvRopeParams qp;
-  qp.bias = nullptr;
+  GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, d.V, d.H}, s));
+  QkvRopeParams qp;  // per-layer fields are set in enqueue_attention
   qp.x = ws.xn;
   qp.pos = in.pos;
   qp.row_seq = in.row_seq;
   qp.q = ws.q;
   qp.batch = rows;
-  qp.hidden = H;
-  qp.n_heads = nh;
-  qp.n_kv_heads = kvh;
+  qp.hidden = d.H;
+  qp.n_heads = d.nh;
+  qp.n_kv_heads = d.kvh;
   qp.block_size = static_cast<int>(kv.block_size);
   qp.max_blocks = max_blocks;
   for (int i = 0; i < 32; ++i) qp.inv_freq[i] = rope.inv_freq[i];
@@ -57,52 +140,23 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   ap.part_ml = ws.part_ml;
   ap.out = ws.attn;
   ap.batch = rows;
-  ap.n_heads = nh;
-  ap.n_kv_heads = kvh;
+  ap.n_heads = d.nh;
+  ap.n_kv_heads = d.kvh;
   ap.block_size = qp.block_size;
   ap.max_blocks = max_blocks;
   ap.splits = splits_for(rows);
   ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const cudarun::DevLayer& L = layers[l];
+  for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
-    const int32_t* tables = L.sliding ? in.tables_sliding : in.tables_full;
-    const int nblocks = static_cast<int>(L.sliding ? kv.num_blocks_sliding : kv.num_blocks_full);
-    {
-      Range r("attention block");
-      GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.attn_norm, nullptr, ws.xn, rows, H, eps}, s));
-      qp.w = L.qkv_w;
-      qp.bias = L.qkv_b;
-      qp.block_table = tables;
-      qp.k_cache = L.k;
-      qp.v_cache = L.v;
-      qp.num_blocks = nblocks;
-      GS_RETURN_IF_ERROR(launch_qkv_rope(qp, s));
-      ap.k_cache = L.k;
-      ap.v_cache = L.v;
-      ap.block_table = tables;
-      ap.num_blocks = nblocks;
-      ap.sinks = L.sinks;
-      ap.window = L.sliding ? static_cast<int>(cfg.sliding_window) : 0;
-      GS_RETURN_IF_ERROR(launch_attention(ap, s));
-      GS_RETURN_IF_ERROR(launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, H, QD, rows, H, true, nullptr}, s));
-    }
-    {
-      Range r("moe block");
-      GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.mlp_norm, nullptr, ws.xn, rows, H, eps}, s));
-      GS_RETURN_IF_ERROR(launch_gemv({L.router_w, L.router_b, ws.xn, ws.router, E, H, rows, E, false, nullptr}, s));
-      GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, E, K}, s));
-      MoeGateUpParams gp{L.gu_blocks, L.gu_scales, L.gu_b, ws.xn, ws.ids, ws.act, rows, K, H, I, E,
-                         1.702f, static_cast<float>(cfg.swiglu_limit)};
-      GS_RETURN_IF_ERROR(launch_moe_gate_up(gp, s));
-      MoeDownParams dp{L.dn_blocks, L.dn_scales, L.dn_b, ws.act, ws.ids, ws.rw, ws.x, rows, K, H, I, E};
-      GS_RETURN_IF_ERROR(launch_moe_down(dp, s));
-    }
+    GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap));
+    GS_RETURN_IF_ERROR(enqueue_moe(*this, L, rows, d));
   }
   if (logit_rows == 0) return Status::Ok();
   Range r("lm_head + greedy");
-  GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, H, eps}, s));
-  GS_RETURN_IF_ERROR(launch_gemv({lm_head, nullptr, ws.xn, ws.logits, V, H, logit_rows, V, false, ws.keys}, s));
+  GS_RETURN_IF_ERROR(
+      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps}, s));
+  GS_RETURN_IF_ERROR(launch_gemv(
+      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys}, s));
   GreedyFinalizeParams fp{ws.keys, ws.sampled, feedback ? in.tokens : nullptr,
                           feedback ? in.pos : nullptr, logit_rows};
   return launch_greedy_finalize(fp, s);

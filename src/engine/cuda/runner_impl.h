@@ -36,27 +36,27 @@ struct DevLayer {
 
 // Step inputs: one int32 device buffer (and a pinned host mirror) uploaded with one copy.
 struct Inputs {
-  int32_t* tokens = nullptr;       // [R_max]
-  int32_t* pos = nullptr;          // [R_max]
-  int32_t* row_seq = nullptr;      // [R_max] block-table row of each token row
-  int32_t* logit_rows = nullptr;   // [R_max] rows whose logits are computed
+  int32_t* tokens = nullptr;          // [R_max]
+  int32_t* pos = nullptr;             // [R_max]
+  int32_t* row_seq = nullptr;         // [R_max] block-table row of each token row
+  int32_t* logit_rows = nullptr;      // [R_max] rows whose logits are computed
   int32_t* tables_full = nullptr;     // [S_max, max_blocks]
   int32_t* tables_sliding = nullptr;  // [S_max, max_blocks]
   size_t count = 0;                   // int32 elements in total
 };
 
 struct Workspace {
-  float* x = nullptr;         // [R_max, H] residual stream
-  float* xn = nullptr;        // [R_max, H] normed
-  float* q = nullptr;         // [R_max, nh * 64]
-  float* attn = nullptr;      // [R_max, nh * 64]
-  float* part_o = nullptr;    // [max R*splits, nh, 64]
-  float* part_ml = nullptr;   // [max R*splits, nh, 2]
-  float* router = nullptr;    // [R_max, E]
-  int32_t* ids = nullptr;     // [R_max, k]
-  float* rw = nullptr;        // [R_max, k]
-  float* act = nullptr;       // [R_max, k, I]
-  float* logits = nullptr;    // [R_max, V]
+  float* x = nullptr;                  // [R_max, H] residual stream
+  float* xn = nullptr;                 // [R_max, H] normed
+  float* q = nullptr;                  // [R_max, nh * 64]
+  float* attn = nullptr;               // [R_max, nh * 64]
+  float* part_o = nullptr;             // [max R*splits, nh, 64]
+  float* part_ml = nullptr;            // [max R*splits, nh, 2]
+  float* router = nullptr;             // [R_max, E]
+  int32_t* ids = nullptr;              // [R_max, k]
+  float* rw = nullptr;                 // [R_max, k]
+  float* act = nullptr;                // [R_max, k, I]
+  float* logits = nullptr;             // [R_max, V]
   unsigned long long* keys = nullptr;  // [R_max] argmax keys (kept zero between steps)
   int32_t* sampled = nullptr;          // [R_max]
 };
@@ -72,7 +72,7 @@ struct CudaModelRunner::Impl {
   RopeTable rope;
   cudaStream_t stream = nullptr;
   int sms = 0;
-  int max_blocks = 0;   // block-table width (max_seq_len / block_size)
+  int max_blocks = 0;  // block-table width (max_seq_len / block_size)
   int R_max = 0, S_max = 0;
   std::vector<void*> allocations;
   uint16_t* embed = nullptr;       // [V, H] bf16

@@ -29,22 +29,41 @@ TEST(Attention, MatchesFp64Reference) {
     auto q = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.n_heads * D, -2.f, 2.f);
     auto sinks = testing::rand_f32(rng, c.n_heads, -2.f, 4.f);
     AttnParams p;
-    p.batch = c.batch; p.n_heads = c.n_heads; p.n_kv_heads = c.n_kv_heads; p.block_size = bs;
-    p.max_blocks = max_blocks; p.num_blocks = num_blocks; p.window = c.window;
+    p.batch = c.batch;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.block_size = bs;
+    p.max_blocks = max_blocks;
+    p.num_blocks = num_blocks;
+    p.window = c.window;
     p.splits = c.splits > 0 ? c.splits : attention_splits(c.batch, c.n_kv_heads, 132);
     DevBuf<uint16_t> dk(ncache), dv(ncache);
     DevBuf<float> dq(q.size()), ds(sinks.size()), dout(q.size()),
         dpo(static_cast<size_t>(c.batch) * c.n_heads * p.splits * D),
         dml(static_cast<size_t>(c.batch) * c.n_heads * p.splits * 2);
     DevBuf<int32_t> dp(pos.size()), dt(table.size());
-    dk.upload(kc); dv.upload(vc); dq.upload(q); ds.upload(sinks); dp.upload(pos); dt.upload(table);
-    dout.poison(); dpo.poison(); dml.poison();
-    p.q = dq.get(); p.k_cache = dk.get(); p.v_cache = dv.get(); p.block_table = dt.get();
-    p.pos = dp.get(); p.sinks = ds.get(); p.part_o = dpo.get(); p.part_ml = dml.get();
+    dk.upload(kc);
+    dv.upload(vc);
+    dq.upload(q);
+    ds.upload(sinks);
+    dp.upload(pos);
+    dt.upload(table);
+    dout.poison();
+    dpo.poison();
+    dml.poison();
+    p.q = dq.get();
+    p.k_cache = dk.get();
+    p.v_cache = dv.get();
+    p.block_table = dt.get();
+    p.pos = dp.get();
+    p.sinks = ds.get();
+    p.part_o = dpo.get();
+    p.part_ml = dml.get();
     p.out = dout.get();
     ASSERT_TRUE(launch_attention(p, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-    const double err = testing::rel_err(dout.download(), attention_ref(q, kc, vc, table, pos, sinks, p));
+    const double err =
+        testing::rel_err(dout.download(), attention_ref(q, kc, vc, table, pos, sinks, p));
     std::printf("attention %-38s splits %2d rel_err %.3g\n", c.name, p.splits, err);
     EXPECT_LT(err, 1e-5) << c.name;
   }

@@ -22,7 +22,7 @@ static_assert(kThreads == kTile, "one token per thread per tile");
 static_assert((kThreads / 16) * 2 >= kMaxG, "P.V: each thread owns at most 2 heads");
 
 __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnParams p) {
-  __shared__ float qs[kMaxG][kD];
+  __shared__ __align__(16) float qs[kMaxG][kD];
   __shared__ float sc[kMaxG][kTile];
   __shared__ float alpha_s[kMaxG];
   __shared__ size_t off[kTile];
@@ -34,22 +34,23 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnPa
   const int chunk = (len + p.splits - 1) / p.splits;
   const int t0 = lo + split * chunk, t1 = min(pos + 1, t0 + chunk);
   for (int i = tid; i < G * kD; i += kThreads) {
-    qs[i / kD][i % kD] =
-        p.q[(static_cast<size_t>(b) * p.n_heads + kh * G + i / kD) * kD + i % kD] * p.scale * kLog2e;
+    qs[i / kD][i % kD] = p.q[(static_cast<size_t>(b) * p.n_heads + kh * G + i / kD) * kD + i % kD] *
+                         p.scale * kLog2e;
   }
   float m_run[kMaxG / 4], l_run[kMaxG / 4];  // warp w owns heads w, w+4, w+8, w+12
 #pragma unroll
   for (int j = 0; j < kMaxG / 4; ++j) m_run[j] = -FLT_MAX, l_run[j] = 0.f;
   float acc[2][4] = {};
   const int warp = tid >> 5, lane = tid & 31, d4 = (tid & 15) * 4;
-  const int* table = p.block_table + static_cast<size_t>(p.row_seq ? p.row_seq[b] : b) * p.max_blocks;
+  const int* table =
+      p.block_table + static_cast<size_t>(p.row_seq ? p.row_seq[b] : b) * p.max_blocks;
   __syncthreads();
   for (int ts = t0; ts < t1; ts += kTile) {
     const int t = ts + tid;
     if (t < t1) {
       const int blk = table[t / p.block_size];
-      const size_t o = ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size +
-                        t % p.block_size) * kD;
+      const size_t o =
+          ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size + t % p.block_size) * kD;
       off[tid] = o;
       const uint4* kp = reinterpret_cast<const uint4*>(p.k_cache + o);
       float s[kMaxG] = {};
@@ -60,9 +61,17 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnPa
                              bf16_lo(kv.z), bf16_hi(kv.z), bf16_lo(kv.w), bf16_hi(kv.w)};
 #pragma unroll
         for (int g = 0; g < kMaxG; ++g) {
-          if (g < G) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s[g] = fmaf(qs[g][c * 8 + e], k8[e], s[g]);
+          if (g < G) {  // q as two broadcast float4 smem loads per 8 dims
+            const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
+            const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
+            s[g] = fmaf(qa.x, k8[0], s[g]);
+            s[g] = fmaf(qa.y, k8[1], s[g]);
+            s[g] = fmaf(qa.z, k8[2], s[g]);
+            s[g] = fmaf(qa.w, k8[3], s[g]);
+            s[g] = fmaf(qb.x, k8[4], s[g]);
+            s[g] = fmaf(qb.y, k8[5], s[g]);
+            s[g] = fmaf(qb.z, k8[6], s[g]);
+            s[g] = fmaf(qb.w, k8[7], s[g]);
           }
         }
       }

@@ -22,7 +22,7 @@ struct AttnParams {
   const int32_t* row_seq = nullptr;      // [batch] table row of each query row; null: identity
   const int32_t* pos = nullptr;          // [batch]
   const float* sinks = nullptr;          // [nh] f32
-  float* part_o = nullptr;   // [batch, nh, splits, 64] f32 scratch
+  float* part_o = nullptr;               // [batch, nh, splits, 64] f32 scratch
   float* part_ml = nullptr;  // [batch, nh, splits, 2] f32 scratch (max, sum) in log2 units
   float* out = nullptr;      // [batch, nh * 64] f32
   int batch = 0, n_heads = 0, n_kv_heads = 0;

@@ -44,8 +44,8 @@ std::vector<double> attention_ref(const std::vector<float>& q, const std::vector
       std::vector<size_t> off;
       for (int t = lo; t <= pos[b]; ++t) {
         const int blk = table[static_cast<size_t>(b) * s.max_blocks + t / s.block_size];
-        const size_t o = ((static_cast<size_t>(blk) * s.n_kv_heads + kh) * s.block_size +
-                          t % s.block_size) * D;
+        const size_t o =
+            ((static_cast<size_t>(blk) * s.n_kv_heads + kh) * s.block_size + t % s.block_size) * D;
         double d = 0;
         for (int i = 0; i < D; ++i) {
           d += static_cast<double>(q[(static_cast<size_t>(b) * s.n_heads + h) * D + i]) *

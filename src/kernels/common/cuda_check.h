@@ -16,7 +16,9 @@ inline Status cuda_status(cudaError_t e, const char* what) {
 }
 
 // Status of the last kernel launch (configuration errors; no sync).
-inline Status launch_status(const char* kernel) { return cuda_status(cudaGetLastError(), kernel); }
+inline Status launch_status(const char* kernel) {
+  return cuda_status(cudaGetLastError(), kernel);
+}
 
 }  // namespace gossamer::kern
 

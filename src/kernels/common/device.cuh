@@ -8,8 +8,12 @@
 
 namespace gossamer::kern {
 
-__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float bf16_lo(uint32_t w) {
+  return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t w) {
+  return __uint_as_float(w & 0xffff0000u);
+}
 
 // Round-to-nearest-even float -> bf16 bits (NaN kept NaN), matching common/numerics.h.
 __device__ __forceinline__ uint16_t f32_to_bf16(float f) {

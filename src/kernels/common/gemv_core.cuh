@@ -41,7 +41,8 @@ __device__ __forceinline__ void warp_gemv_bf16(const uint16_t* const (&w_rows)[R
 #pragma unroll
     for (int b = 0; b < BT; ++b) {
       if (b < nb) {
-        const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * cols + 8 * k);
+        const float4* xp =
+            reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * cols + 8 * k);
         const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
 #pragma unroll
         for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wv[r], x0, x1);

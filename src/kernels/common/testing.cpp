@@ -16,7 +16,8 @@ uint64_t fresh_seed(const std::string& what) {
     std::random_device rd;
     seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }
-  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what.c_str(), static_cast<unsigned long long>(seed));
+  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what.c_str(),
+              static_cast<unsigned long long>(seed));
   return seed;
 }
 

@@ -30,7 +30,9 @@ class DevBuf {
   T* get() const { return p_; }
   size_t size() const { return n_; }
   size_t bytes() const { return n_ * sizeof(T); }
-  void upload(const std::vector<T>& h) { cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice); }
+  void upload(const std::vector<T>& h) {
+    cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice);
+  }
   std::vector<T> download() const {
     std::vector<T> h(n_);
     cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost);

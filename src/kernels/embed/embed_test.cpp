@@ -21,12 +21,14 @@ TEST(Embed, CopiesRowsAndFlagsBadTokens) {
   dtok.upload(toks);
   dx.poison();
   cudaMemset(derr.get(), 0, 4);
-  EmbedParams p{dt.get(), dtok.get(), dx.get(), derr.get(), static_cast<int>(toks.size()), vocab, hidden};
+  EmbedParams p{dt.get(), dtok.get(), dx.get(), derr.get(), static_cast<int>(toks.size()),
+                vocab,    hidden};
   ASSERT_TRUE(launch_embed(p, 0).ok());
   const auto x = dx.download();
   for (size_t b = 0; b < toks.size(); ++b) {
     for (int i = 0; i < hidden; ++i) {
-      const float want = toks[b] < vocab ? bf16_to_float(table[static_cast<size_t>(toks[b]) * hidden + i]) : 0.f;
+      const float want =
+          toks[b] < vocab ? bf16_to_float(table[static_cast<size_t>(toks[b]) * hidden + i]) : 0.f;
       ASSERT_EQ(x[b * hidden + i], want) << "row " << b << " col " << i;
     }
   }

@@ -12,7 +12,8 @@ __global__ void __launch_bounds__(256) embed_bf16_f32(EmbedParams p) {
   float4* x = reinterpret_cast<float4*>(p.x + static_cast<size_t>(b) * p.hidden);
   const bool ok = tok >= 0 && tok < p.vocab;
   if (!ok && threadIdx.x == 0 && p.error) atomicCAS(p.error, 0, b + 1);
-  const uint2* row = reinterpret_cast<const uint2*>(p.table + static_cast<size_t>(ok ? tok : 0) * p.hidden);
+  const uint2* row =
+      reinterpret_cast<const uint2*>(p.table + static_cast<size_t>(ok ? tok : 0) * p.hidden);
   for (int i = threadIdx.x; i < p.hidden / 4; i += blockDim.x) {
     const uint2 w = row[i];
     x[i] = ok ? make_float4(bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y))

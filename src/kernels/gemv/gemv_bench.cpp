@@ -18,8 +18,8 @@ int main() {
     cudaMemset(w.get(), 0, w.bytes());
     cudaMemset(x.get(), 0, x.bytes());
     cudaMemset(y.get(), 0, y.bytes());
-    GemvParams p{w.get(), nullptr, x.get(), y.get(), c.rows, c.cols, c.batch, c.rows,
-                 c.accumulate, c.argmax ? am.get() : nullptr};
+    GemvParams p{w.get(), nullptr, x.get(), y.get(),      c.rows,
+                 c.cols,  c.batch, c.rows,  c.accumulate, c.argmax ? am.get() : nullptr};
     const double ms = testing::time_ms([&] { (void)launch_gemv(p, 0); }, 50);
     const double bytes = 2.0 * nw + 4.0 * c.batch * (c.cols + c.rows);
     testing::print_bench_line(std::string(gemv_variant(c.batch)) + " " + c.name, bytes, ms, ceil);

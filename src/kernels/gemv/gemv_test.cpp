@@ -26,14 +26,17 @@ TEST(Gemv, MatchesFp64Reference) {
     dw.upload(w);
     db.upload(bias);
     dx.upload(x);
-    if (c.accumulate) dy.upload(y0); else dy.poison();
+    if (c.accumulate)
+      dy.upload(y0);
+    else
+      dy.poison();
     cudaMemset(dam.get(), 0, dam.bytes());
-    GemvParams p{dw.get(), db.get(), dx.get(), dy.get(), c.rows, c.cols, c.batch, c.rows,
-                 c.accumulate, c.argmax ? dam.get() : nullptr};
+    GemvParams p{dw.get(), db.get(), dx.get(), dy.get(),     c.rows,
+                 c.cols,   c.batch,  c.rows,   c.accumulate, c.argmax ? dam.get() : nullptr};
     ASSERT_TRUE(launch_gemv(p, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-    const auto ref = gemv_ref(w, bias, x, c.accumulate ? y0 : std::vector<float>{}, c.rows,
-                              c.cols, c.batch);
+    const auto ref =
+        gemv_ref(w, bias, x, c.accumulate ? y0 : std::vector<float>{}, c.rows, c.cols, c.batch);
     const auto y = dy.download();
     const double err = testing::rel_err(y, ref);
     std::printf("gemv %-34s rel_err %.3g\n", c.name, err);

@@ -19,7 +19,7 @@ struct GemvParams {
   const float* x = nullptr;     // [batch, cols] f32, 16-byte aligned
   float* y = nullptr;           // [batch, ldy] f32 (may be null when only argmax is wanted)
   int rows = 0, cols = 0, batch = 0, ldy = 0;
-  bool accumulate = false;      // y += result (residual add) instead of y = result
+  bool accumulate = false;  // y += result (residual add) instead of y = result
   // [batch] packed (value, row) keys; reset to 0 before the launch. Null: no argmax.
   unsigned long long* argmax = nullptr;
   Status validate() const;

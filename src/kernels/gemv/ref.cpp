@@ -6,8 +6,8 @@
 namespace gossamer::kern {
 
 Status GemvParams::validate() const {
-  const std::string ctx = "gemv (" + std::to_string(rows) + "x" + std::to_string(cols) + ", batch " +
-                          std::to_string(batch) + "): ";
+  const std::string ctx = "gemv (" + std::to_string(rows) + "x" + std::to_string(cols) +
+                          ", batch " + std::to_string(batch) + "): ";
   if (!w || !x || (!y && !argmax)) return InvalidArgument(ctx + "null w, x or (y and argmax)");
   if (rows <= 0 || cols <= 0 || batch <= 0) return InvalidArgument(ctx + "sizes must be > 0");
   if (cols % 8 != 0) return InvalidArgument(ctx + "cols must be a multiple of 8");

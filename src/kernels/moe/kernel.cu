@@ -84,7 +84,8 @@ __device__ __forceinline__ void compute_stage(const Stage<R>& st, const float4* 
       const float4* xv = xs + c * (kPad / 4);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const float d = kDecode == 0 ? mxfp4_dot32(st.q[i][r], xv) : mxfp4_dot32_cvt(st.q[i][r], xv);
+        const float d =
+            kDecode == 0 ? mxfp4_dot32(st.q[i][r], xv) : mxfp4_dot32_cvt(st.q[i][r], xv);
         acc[r] = fmaf(d, mult * e8m0_half(st.s[i][r]), acc[r]);
       }
     }
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p
   const int stages_per_expert = (nb + 32 * kIters - 1) / (32 * kIters);
   const int T = p.k * stages_per_expert;  // pipeline over (expert, stage)
   const int32_t* ids = p.ids + static_cast<size_t>(b) * p.k;
-  auto rows_of = [&](int t, size_t (&rows)[kDnRows]) {
+  auto rows_of = [&](int t, size_t(&rows)[kDnRows]) {
     const int e = min(max(ids[t / stages_per_expert], 0), p.n_experts - 1);
 #pragma unroll
     for (int r = 0; r < kDnRows; ++r) rows[r] = static_cast<size_t>(e) * H + min(r0 + r, H - 1);
@@ -157,12 +158,13 @@ __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p
     if (t + 1 < T) {
       size_t nrows[kDnRows];
       rows_of(t + 1, nrows);
-      load_stage(nxt, p.blocks, p.scales, nrows, nb, ((t + 1) % stages_per_expert) * 32 * kIters, lane);
+      load_stage(nxt, p.blocks, p.scales, nrows, nb, ((t + 1) % stages_per_expert) * 32 * kIters,
+                 lane);
     }
     const int j = t / stages_per_expert;
     const float wj = p.weights[static_cast<size_t>(b) * p.k + j];
     compute_stage<kDnRows, kDecode>(cur, smem4 + static_cast<size_t>(j) * nb * (kPad / 4), nb,
-                  (t % stages_per_expert) * 32 * kIters, lane, wj, acc);
+                                    (t % stages_per_expert) * 32 * kIters, lane, wj, acc);
     cur = nxt;
   }
 #pragma unroll
@@ -171,7 +173,8 @@ __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p
     float bias_sum = 0.f;
     for (int j = 0; j < p.k; ++j) {
       const int e = min(max(ids[j], 0), p.n_experts - 1);
-      bias_sum = fmaf(p.weights[static_cast<size_t>(b) * p.k + j], p.bias[static_cast<size_t>(e) * H + r0 + lane], bias_sum);
+      bias_sum = fmaf(p.weights[static_cast<size_t>(b) * p.k + j],
+                      p.bias[static_cast<size_t>(e) * H + r0 + lane], bias_sum);
     }
     float v = 0.f;
 #pragma unroll
@@ -188,11 +191,11 @@ Status set_smem(const void* fn, size_t bytes) {
   return Status::Ok();
 }
 
-
 template <int kDecode>
 Status launch_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(p.hidden / 32) * kPad * sizeof(float);
-  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a<kDecode>), smem));
+  GS_RETURN_IF_ERROR(
+      set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a<kDecode>), smem));
   const int units_per_block = kWarps * kGuUnitsPerWarp;
   dim3 grid((p.inter + units_per_block - 1) / units_per_block, p.batch * p.k);
   moe_gate_up_swiglu_mxfp4w_f32a<kDecode><<<grid, kThreads, smem, s>>>(p);

@@ -28,46 +28,56 @@ void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<in
 TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("moe"));
   for (int decode = 0; decode < 2; ++decode)
-  for (const auto& c : kMoeCases) {
-    if (!c.in_test) continue;
-    const int H = c.hidden, I = c.inter, E = c.n_experts;
-    std::vector<int32_t> ids;
-    std::vector<float> rw;
-    route(rng, c.batch, c.k, E, &ids, &rw);
-    auto gu_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 2, 0, 255);
-    auto gu_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 32, 116, 123);
-    auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
-    auto dn_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 2, 0, 255);
-    auto dn_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 32, 116, 123);
-    auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
-    auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-    auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-    DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
-    DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
-        dw(rw.size()), dact(static_cast<size_t>(c.batch) * c.k * I);
-    DevBuf<int32_t> dids(ids.size());
-    dgb.upload(gu_blk); dgs.upload(gu_sc); ddb.upload(dn_blk); dds.upload(dn_sc);
-    dgbias.upload(gu_b); ddbias.upload(dn_b); dx.upload(x); dres.upload(resid); dw.upload(rw);
-    dids.upload(ids);
-    dact.poison();
-    MoeGateUpParams gp{dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(),
-                       c.batch, c.k, H, I, E, 1.702f, 7.0f, decode};
-    ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-    const auto act = dact.download();
-    const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
-    const double e1 = testing::rel_err(act, act_ref);
-    // Down projection fed with the GPU's act (isolates its own error).
-    MoeDownParams dp{ddb.get(), dds.get(), ddbias.get(), dact.get(), dids.get(), dw.get(),
-                     dres.get(), c.batch, c.k, H, I, E, decode};
-    ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-    const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act, ids, rw, resid, dp);
-    const double e2 = testing::rel_err(dres.download(), out_ref);
-    std::printf("moe decode %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n", decode, c.name, e1, e2);
-    EXPECT_LT(e1, 1e-5) << c.name;
-    EXPECT_LT(e2, 1e-5) << c.name;
-  }
+    for (const auto& c : kMoeCases) {
+      if (!c.in_test) continue;
+      const int H = c.hidden, I = c.inter, E = c.n_experts;
+      std::vector<int32_t> ids;
+      std::vector<float> rw;
+      route(rng, c.batch, c.k, E, &ids, &rw);
+      auto gu_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 2, 0, 255);
+      auto gu_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 32, 116, 123);
+      auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
+      auto dn_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 2, 0, 255);
+      auto dn_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 32, 116, 123);
+      auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
+      auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
+      auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
+      DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
+      DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
+          dw(rw.size()), dact(static_cast<size_t>(c.batch) * c.k * I);
+      DevBuf<int32_t> dids(ids.size());
+      dgb.upload(gu_blk);
+      dgs.upload(gu_sc);
+      ddb.upload(dn_blk);
+      dds.upload(dn_sc);
+      dgbias.upload(gu_b);
+      ddbias.upload(dn_b);
+      dx.upload(x);
+      dres.upload(resid);
+      dw.upload(rw);
+      dids.upload(ids);
+      dact.poison();
+      MoeGateUpParams gp{dgb.get(),  dgs.get(), dgbias.get(), dx.get(), dids.get(),
+                         dact.get(), c.batch,   c.k,          H,        I,
+                         E,          1.702f,    7.0f,         decode};
+      ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+      const auto act = dact.download();
+      const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
+      const double e1 = testing::rel_err(act, act_ref);
+      // Down projection fed with the GPU's act (isolates its own error).
+      MoeDownParams dp{ddb.get(), dds.get(),  ddbias.get(), dact.get(), dids.get(),
+                       dw.get(),  dres.get(), c.batch,      c.k,        H,
+                       I,         E,          decode};
+      ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+      const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act, ids, rw, resid, dp);
+      const double e2 = testing::rel_err(dres.download(), out_ref);
+      std::printf("moe decode %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n", decode,
+                  c.name, e1, e2);
+      EXPECT_LT(e1, 1e-5) << c.name;
+      EXPECT_LT(e2, 1e-5) << c.name;
+    }
 }
 
 TEST(Moe, RejectsBadParams) {

@@ -26,7 +26,8 @@ struct MoeGateUpParams {
   float* act = nullptr;             // [batch, k, I] f32
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   float alpha = 1.702f, limit = 7.0f;
-  int decode = 0;  // E2M1 decode: 0 = prmt LUT (default), 1 = half2 conversions
+  int decode = 1;  // E2M1 decode: 1 = half2 conversions (default: faster, see docs/perf-notes.md),
+                   // 0 = prmt LUT
   Status validate() const;
 };
 
@@ -39,7 +40,7 @@ struct MoeDownParams {
   const float* weights = nullptr;   // [batch, k]
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
-  int decode = 0;  // as MoeGateUpParams::decode
+  int decode = 1;  // as MoeGateUpParams::decode
   Status validate() const;
 };
 

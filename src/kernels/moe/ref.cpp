@@ -65,7 +65,8 @@ std::vector<double> moe_gate_up_ref(const std::vector<uint8_t>& blocks,
         double u = mx_row_dot(blocks, scales, ru, H, &x[static_cast<size_t>(b) * H]) + bias[ru];
         g = std::fmin(g, s.limit);
         u = std::fmax(std::fmin(u, s.limit), -s.limit);
-        act[(static_cast<size_t>(b) * s.k + j) * I + i] = (u + 1) * g / (1 + std::exp(-s.alpha * g));
+        act[(static_cast<size_t>(b) * s.k + j) * I + i] =
+            (u + 1) * g / (1 + std::exp(-s.alpha * g));
       }
     }
   }

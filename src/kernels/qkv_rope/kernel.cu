@@ -69,8 +69,9 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams
   const int blk = p.block_table[static_cast<size_t>(seq) * p.max_blocks + pos / p.block_size];
   if (blk < 0 || blk >= p.num_blocks) return;  // the host validates tables before the step
   uint16_t* cache = is_v ? p.v_cache : p.k_cache;
-  uint16_t* dst = cache + ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size +
-                           pos % p.block_size) * kHeadDim;
+  uint16_t* dst =
+      cache + ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size + pos % p.block_size) *
+                  kHeadDim;
   dst[i] = f32_to_bf16(x1);
   dst[i + 32] = f32_to_bf16(x2);
 }
@@ -85,7 +86,7 @@ Status launch_bt(const QkvRopeParams& p, cudaStream_t s) {
 }  // namespace
 
 const char* qkv_rope_variant(int batch) {
-  return batch <= 1 ? "qkv_rope_bf16w_f32a<BT=1>"
+  return batch <= 1   ? "qkv_rope_bf16w_f32a<BT=1>"
          : batch <= 4 ? "qkv_rope_bf16w_f32a<BT=4>"
                       : "qkv_rope_bf16w_f32a<BT=8>";
 }

@@ -19,19 +19,19 @@ namespace gossamer::kern {
 inline constexpr int kHeadDim = 64;
 
 struct QkvRopeParams {
-  const uint16_t* w = nullptr;     // [(nh + 2 kvh) * 64, hidden] bf16
-  const float* bias = nullptr;     // [(nh + 2 kvh) * 64] f32 (may be null)
-  const float* x = nullptr;        // [batch, hidden] f32 (normed activations)
-  const int32_t* pos = nullptr;    // [batch] position of each row's token (device)
+  const uint16_t* w = nullptr;           // [(nh + 2 kvh) * 64, hidden] bf16
+  const float* bias = nullptr;           // [(nh + 2 kvh) * 64] f32 (may be null)
+  const float* x = nullptr;              // [batch, hidden] f32 (normed activations)
+  const int32_t* pos = nullptr;          // [batch] position of each row's token (device)
   const int32_t* block_table = nullptr;  // [seqs, max_blocks] physical block ids (device)
-  const int32_t* row_seq = nullptr;  // [batch] table row of each activation row; null: identity
-  float* q = nullptr;              // [batch, nh, 64] f32 out
-  uint16_t* k_cache = nullptr;     // [num_blocks, kvh, block_size, 64] bf16
-  uint16_t* v_cache = nullptr;     // same
+  const int32_t* row_seq = nullptr;      // [batch] table row of each activation row; null: identity
+  float* q = nullptr;                    // [batch, nh, 64] f32 out
+  uint16_t* k_cache = nullptr;           // [num_blocks, kvh, block_size, 64] bf16
+  uint16_t* v_cache = nullptr;           // same
   int batch = 0, hidden = 0, n_heads = 0, n_kv_heads = 0;
   int block_size = 16, max_blocks = 0, num_blocks = 0;
   double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
-  float rope_scale = 1.f;             // multiplies cos and sin (YaRN attention scaling)
+  float rope_scale = 1.f;              // multiplies cos and sin (YaRN attention scaling)
   Status validate() const;
 };
 

@@ -24,9 +24,19 @@ int main() {
     for (int i = 0; i < c.batch; ++i) t[i] = i;
     table.upload(t);
     QkvRopeParams p;
-    p.w = w.get(); p.x = x.get(); p.pos = pos.get(); p.block_table = table.get(); p.q = q.get();
-    p.k_cache = k.get(); p.v_cache = v.get(); p.batch = c.batch; p.hidden = c.hidden;
-    p.n_heads = c.n_heads; p.n_kv_heads = c.n_kv_heads; p.block_size = 16; p.max_blocks = 1;
+    p.w = w.get();
+    p.x = x.get();
+    p.pos = pos.get();
+    p.block_table = table.get();
+    p.q = q.get();
+    p.k_cache = k.get();
+    p.v_cache = v.get();
+    p.batch = c.batch;
+    p.hidden = c.hidden;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.block_size = 16;
+    p.max_blocks = 1;
     p.num_blocks = c.batch;
     const double ms = testing::time_ms([&] { (void)launch_qkv_rope(p, 0); }, 50);
     testing::print_bench_line(std::string(qkv_rope_variant(c.batch)) + " " + c.name,

@@ -15,7 +15,9 @@ using testing::DevBuf;
 // gpt-oss-like YaRN frequencies (theta 150000, factor 32, beta 32/1, original ctx 4096).
 void fill_yarn(QkvRopeParams* p) {
   const double theta = 150000, factor = 32, d = kHeadDim;
-  auto corr = [&](double rot) { return d * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(theta)); };
+  auto corr = [&](double rot) {
+    return d * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(theta));
+  };
   const double lo = corr(32), hi = corr(1);
   for (int i = 0; i < kHeadDim / 2; ++i) {
     const double ex = std::pow(theta, -2.0 * i / d);
@@ -31,8 +33,13 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
     const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16, max_blocks = 4;
     const int num_blocks = c.batch * max_blocks;
     QkvRopeParams p;
-    p.batch = c.batch; p.hidden = c.hidden; p.n_heads = c.n_heads; p.n_kv_heads = c.n_kv_heads;
-    p.block_size = bs; p.max_blocks = max_blocks; p.num_blocks = num_blocks;
+    p.batch = c.batch;
+    p.hidden = c.hidden;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.block_size = bs;
+    p.max_blocks = max_blocks;
+    p.num_blocks = num_blocks;
     fill_yarn(&p);
     const size_t nw = static_cast<size_t>(units) * kHeadDim * c.hidden;
     auto w = testing::rand_bf16(rng, nw, -0.1f, 0.1f);
@@ -48,12 +55,25 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
     std::shuffle(table.begin(), table.end(), rng);
     DevBuf<uint16_t> dw(nw), dk(static_cast<size_t>(num_blocks) * c.n_kv_heads * bs * kHeadDim),
         dv(dk.size());
-    DevBuf<float> db(bias.size()), dx(x.size()), dq(static_cast<size_t>(c.batch) * c.n_heads * kHeadDim);
+    DevBuf<float> db(bias.size()), dx(x.size()),
+        dq(static_cast<size_t>(c.batch) * c.n_heads * kHeadDim);
     DevBuf<int32_t> dpos_(pos.size()), dt(table.size());
-    dw.upload(w); db.upload(bias); dx.upload(x); dpos_.upload(pos); dt.upload(table);
-    dq.poison(); dk.poison(); dv.poison();
-    p.w = dw.get(); p.bias = db.get(); p.x = dx.get(); p.pos = dpos_.get(); p.block_table = dt.get();
-    p.q = dq.get(); p.k_cache = dk.get(); p.v_cache = dv.get();
+    dw.upload(w);
+    db.upload(bias);
+    dx.upload(x);
+    dpos_.upload(pos);
+    dt.upload(table);
+    dq.poison();
+    dk.poison();
+    dv.poison();
+    p.w = dw.get();
+    p.bias = db.get();
+    p.x = dx.get();
+    p.pos = dpos_.get();
+    p.block_table = dt.get();
+    p.q = dq.get();
+    p.k_cache = dk.get();
+    p.v_cache = dv.get();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<double> kref, vref;
@@ -66,7 +86,8 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
       const int blk = table[static_cast<size_t>(b) * max_blocks + pos[b] / bs];
       for (int h = 0; h < c.n_kv_heads; ++h)
         for (int d = 0; d < kHeadDim; ++d) {
-          const size_t src = ((static_cast<size_t>(blk) * c.n_kv_heads + h) * bs + pos[b] % bs) * kHeadDim + d;
+          const size_t src =
+              ((static_cast<size_t>(blk) * c.n_kv_heads + h) * bs + pos[b] % bs) * kHeadDim + d;
           const size_t dst = (static_cast<size_t>(b) * c.n_kv_heads + h) * kHeadDim + d;
           kg[dst] = bf16_to_float(kc[src]);
           vg[dst] = bf16_to_float(vc[src]);
@@ -84,8 +105,13 @@ TEST(QkvRope, LargePositionsKeepRopeAccurate) {
   // Positions ~1e5 through a table with enough logical blocks.
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope large pos"));
   QkvRopeParams p;
-  p.batch = 2; p.hidden = 64; p.n_heads = 2; p.n_kv_heads = 1; p.block_size = 16;
-  p.max_blocks = 131072 / 16; p.num_blocks = 2;
+  p.batch = 2;
+  p.hidden = 64;
+  p.n_heads = 2;
+  p.n_kv_heads = 1;
+  p.block_size = 16;
+  p.max_blocks = 131072 / 16;
+  p.num_blocks = 2;
   fill_yarn(&p);
   const int units = 4;
   auto w = testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * 64, -0.5f, 0.5f);
@@ -97,9 +123,17 @@ TEST(QkvRope, LargePositionsKeepRopeAccurate) {
   DevBuf<uint16_t> dw(w.size()), dk(2 * 16 * 64), dv(2 * 16 * 64);
   DevBuf<float> dx(x.size()), dq(2 * 2 * 64);
   DevBuf<int32_t> dp(2), dt(table.size());
-  dw.upload(w); dx.upload(x); dp.upload(pos); dt.upload(table);
-  p.w = dw.get(); p.x = dx.get(); p.pos = dp.get(); p.block_table = dt.get(); p.q = dq.get();
-  p.k_cache = dk.get(); p.v_cache = dv.get();
+  dw.upload(w);
+  dx.upload(x);
+  dp.upload(pos);
+  dt.upload(table);
+  p.w = dw.get();
+  p.x = dx.get();
+  p.pos = dp.get();
+  p.block_table = dt.get();
+  p.q = dq.get();
+  p.k_cache = dk.get();
+  p.v_cache = dv.get();
   ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
   std::vector<double> kref, vref;
   const auto qref = qkv_rope_ref(w, {}, x, pos, p, &kref, &vref);

@@ -14,7 +14,8 @@ Status QkvRopeParams::validate() const {
   if (batch <= 0 || hidden <= 0 || n_heads <= 0 || n_kv_heads <= 0) {
     return InvalidArgument(ctx + "batch, hidden, heads and kv heads must be > 0");
   }
-  if (hidden % 8 != 0) return InvalidArgument(ctx + "hidden must be a multiple of 8, got " + std::to_string(hidden));
+  if (hidden % 8 != 0)
+    return InvalidArgument(ctx + "hidden must be a multiple of 8, got " + std::to_string(hidden));
   if (block_size <= 0 || max_blocks <= 0 || num_blocks <= 0) {
     return InvalidArgument(ctx + "block_size, max_blocks and num_blocks must be > 0");
   }
@@ -39,7 +40,8 @@ std::vector<double> qkv_rope_ref(const std::vector<uint16_t>& w, const std::vect
         const size_t row = static_cast<size_t>(u) * D + d;
         double acc = bias.empty() ? 0.0 : bias[row];
         for (int c = 0; c < H; ++c) {
-          acc += static_cast<double>(bf16_to_float(w[row * H + c])) * x[static_cast<size_t>(b) * H + c];
+          acc += static_cast<double>(bf16_to_float(w[row * H + c])) *
+                 x[static_cast<size_t>(b) * H + c];
         }
         head[d] = acc;
       }
@@ -52,11 +54,12 @@ std::vector<double> qkv_rope_ref(const std::vector<uint16_t>& w, const std::vect
           head[i + D / 2] = x2 * c + x1 * sn;
         }
       }
-      double* dst = u < s.n_heads ? &q[(static_cast<size_t>(b) * s.n_heads + u) * D]
-                    : u < s.n_heads + s.n_kv_heads
-                        ? &(*k_out)[(static_cast<size_t>(b) * s.n_kv_heads + u - s.n_heads) * D]
-                        : &(*v_out)[(static_cast<size_t>(b) * s.n_kv_heads + u - s.n_heads -
-                                     s.n_kv_heads) * D];
+      double* dst =
+          u < s.n_heads ? &q[(static_cast<size_t>(b) * s.n_heads + u) * D]
+          : u < s.n_heads + s.n_kv_heads
+              ? &(*k_out)[(static_cast<size_t>(b) * s.n_kv_heads + u - s.n_heads) * D]
+              : &(*v_out)[(static_cast<size_t>(b) * s.n_kv_heads + u - s.n_heads - s.n_kv_heads) *
+                          D];
       for (int d = 0; d < D; ++d) dst[d] = head[d];
     }
   }

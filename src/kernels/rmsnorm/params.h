@@ -13,10 +13,10 @@
 namespace gossamer::kern {
 
 struct RmsNormParams {
-  const float* x = nullptr;           // [*, dim] f32, row stride dim
-  const uint16_t* w = nullptr;        // [dim] bf16
+  const float* x = nullptr;             // [*, dim] f32, row stride dim
+  const uint16_t* w = nullptr;          // [dim] bf16
   const int32_t* rows_index = nullptr;  // [rows] or null (device)
-  float* y = nullptr;                 // [rows, dim] f32
+  float* y = nullptr;                   // [rows, dim] f32
   int rows = 0, dim = 0;
   float eps = 1e-5f;
   Status validate() const;

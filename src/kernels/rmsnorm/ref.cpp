@@ -12,8 +12,8 @@ Status RmsNormParams::validate() const {
     return InvalidArgument("rmsnorm: rows and dim must be > 0, got " + std::to_string(rows) +
                            " x " + std::to_string(dim));
   }
-  if (dim % 4 != 0) return InvalidArgument("rmsnorm: dim must be a multiple of 4, got " +
-                                           std::to_string(dim));
+  if (dim % 4 != 0)
+    return InvalidArgument("rmsnorm: dim must be a multiple of 4, got " + std::to_string(dim));
   if (!(eps > 0)) return InvalidArgument("rmsnorm: eps must be > 0");
   return Status::Ok();
 }

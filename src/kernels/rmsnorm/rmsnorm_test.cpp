@@ -46,7 +46,8 @@ TEST(RmsNorm, GathersRows) {
   ASSERT_TRUE(launch_rmsnorm(p, 0).ok());
   auto ref_all = rmsnorm_ref(x, w, rows, dim, 1e-5f);
   std::vector<double> ref;
-  for (int r : idx) ref.insert(ref.end(), ref_all.begin() + r * dim, ref_all.begin() + (r + 1) * dim);
+  for (int r : idx)
+    ref.insert(ref.end(), ref_all.begin() + r * dim, ref_all.begin() + (r + 1) * dim);
   EXPECT_LT(testing::rel_err(dy.download(), ref), 1e-6);
 }
 

@@ -10,8 +10,9 @@ namespace gossamer::kern {
 Status TopkParams::validate() const {
   if (!logits || !ids || !weights) return InvalidArgument("topk_softmax: null pointer argument");
   if (batch <= 0 || n_experts <= 0 || n_experts > 256 || k <= 0 || k > 8 || k > n_experts) {
-    return InvalidArgument("topk_softmax: need batch > 0, 0 < k <= min(8, experts), experts <= 256; got experts " +
-                           std::to_string(n_experts) + " k " + std::to_string(k));
+    return InvalidArgument(
+        "topk_softmax: need batch > 0, 0 < k <= min(8, experts), experts <= 256; got experts " +
+        std::to_string(n_experts) + " k " + std::to_string(k));
   }
   return Status::Ok();
 }

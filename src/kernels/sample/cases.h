@@ -9,7 +9,9 @@ struct ArgmaxCase {
 };
 
 inline constexpr ArgmaxCase kArgmaxCases[] = {
-    {"tiny b1 v10", 1, 10}, {"gpt-oss b1 v201088", 1, 201088}, {"b64 v201088", 64, 201088},
+    {"tiny b1 v10", 1, 10},
+    {"gpt-oss b1 v201088", 1, 201088},
+    {"b64 v201088", 64, 201088},
     {"odd b3 v4097", 3, 4097},
 };
 

@@ -15,8 +15,8 @@
 namespace gossamer::kern {
 
 struct ArgmaxParams {
-  const float* logits = nullptr;         // [batch, ld] f32 (first `vocab` columns used)
-  unsigned long long* keys = nullptr;    // [batch], zeroed before the launch
+  const float* logits = nullptr;       // [batch, ld] f32 (first `vocab` columns used)
+  unsigned long long* keys = nullptr;  // [batch], zeroed before the launch
   int batch = 0, vocab = 0, ld = 0;
   Status validate() const;
 };

@@ -6,7 +6,8 @@ namespace gossamer::kern {
 
 Status ArgmaxParams::validate() const {
   if (!logits || !keys) return InvalidArgument("argmax: null logits or keys");
-  if (batch <= 0 || vocab <= 0 || ld < vocab) return InvalidArgument("argmax: need batch, vocab > 0 and ld >= vocab");
+  if (batch <= 0 || vocab <= 0 || ld < vocab)
+    return InvalidArgument("argmax: need batch, vocab > 0 and ld >= vocab");
   return Status::Ok();
 }
 

@@ -24,7 +24,8 @@ TEST(Greedy, ArgmaxAndFinalizeMatchReference) {
     std::vector<int32_t> pos0(c.batch, 7);
     pos.upload(pos0);
     ASSERT_TRUE(launch_argmax({dl.get(), keys.get(), c.batch, c.vocab, c.vocab}, 0).ok());
-    ASSERT_TRUE(launch_greedy_finalize({keys.get(), tok.get(), next.get(), pos.get(), c.batch}, 0).ok());
+    ASSERT_TRUE(
+        launch_greedy_finalize({keys.get(), tok.get(), next.get(), pos.get(), c.batch}, 0).ok());
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const auto want = argmax_ref(logits, c.batch, c.vocab);
     EXPECT_EQ(tok.download(), want) << c.name;
