@@ -6,6 +6,7 @@ flight until `--requests-per-level` have finished, and reports requests/s, outpu
 time to first token (TTFT) and inter-token latency (ITL) p50/p99. Output tokens are counted
 from the server's `usage` (stream_options.include_usage); TTFT is measured to the first chunk
 carrying text (reasoning or content); ITL is the gap between consecutive text chunks.
+By default it uses /v1/completions (raw text: every token is streamed as it is generated).
 
     bench/serve_bench.py                       # starts the demo model itself on a free port
     bench/serve_bench.py --url http://127.0.0.1:8000 --model NAME
@@ -36,14 +37,17 @@ def pct(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def one(url, model, max_tokens, i, out, headers):
+def one(url, model, max_tokens, i, out, headers, endpoint):
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
-            "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"Benchmark request number {i}."}]}
+            "stream_options": {"include_usage": True}}
+    if endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": f"Benchmark request number {i}."}]
+    else:
+        body["prompt"] = f"Benchmark request number {i}. Once upon a time"
     t0 = time.perf_counter()
     first, last, itl, tokens = None, None, [], 0
-    with requests.post(url + "/v1/chat/completions", json=body, stream=True, timeout=600,
-                       headers=headers) as r:
+    with requests.post(f"{url}/v1/{'chat/' if endpoint == 'chat' else ''}completions", json=body,
+                       stream=True, timeout=600, headers=headers) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             if not line or line == b"data: [DONE]":
@@ -51,8 +55,11 @@ def one(url, model, max_tokens, i, out, headers):
             j = json.loads(line[6:])
             if j.get("usage"):
                 tokens = j["usage"]["completion_tokens"]
-            has_text = any((c["delta"].get("content") or c["delta"].get("reasoning_content") or
-                            c["delta"].get("tool_calls")) for c in j.get("choices", []))
+            if endpoint == "chat":
+                has_text = any((c["delta"].get("content") or c["delta"].get("reasoning_content")
+                                or c["delta"].get("tool_calls")) for c in j.get("choices", []))
+            else:
+                has_text = any(c.get("text") for c in j.get("choices", []))
             if has_text:
                 now = time.perf_counter()
                 if first is None:
@@ -63,14 +70,14 @@ def one(url, model, max_tokens, i, out, headers):
     out.append((first, itl, tokens, time.perf_counter() - t0))
 
 
-def level(url, model, conc, n, max_tokens, headers):
+def level(url, model, conc, n, max_tokens, headers, endpoint):
     results, lock, threads = [], threading.Lock(), []
     sem = threading.Semaphore(conc)
 
     def worker(i):
         try:
             local = []
-            one(url, model, max_tokens, i, local, headers)
+            one(url, model, max_tokens, i, local, headers, endpoint)
             with lock:
                 results.extend(local)
         finally:
@@ -102,7 +109,11 @@ def main(argv=None):
     ap.add_argument("--tokenizer", default=str(REPO.parent / "shared/tokenizer/tokenizer.json"))
     ap.add_argument("--serve-args", default="", help="extra arguments for gossamer serve")
     ap.add_argument("--concurrency", default="1,8,64")
-    ap.add_argument("--requests-per-level", type=int, default=64)
+    ap.add_argument("--endpoint", choices=["completions", "chat"], default="completions",
+                    help="completions: every token is streamed as text (the chat parser holds "
+                         "back a random model's output as an unfinished harmony header)")
+    ap.add_argument("--requests-per-level", type=int, default=64,
+                    help="requests per level (at least the concurrency)")
     ap.add_argument("--max-tokens", type=int, default=64)
     args = ap.parse_args(argv)
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
@@ -127,14 +138,15 @@ def main(argv=None):
                 time.sleep(0.2)
     try:
         model = args.model or requests.get(url + "/v1/models", headers=headers).json()["data"][0]["id"]
-        level(url, model, 1, 2, 8, headers)  # warm-up
-        print(f"model {model}, {args.requests_per_level} requests per level, "
-              f"max_tokens {args.max_tokens}, greedy\n")
+        level(url, model, 1, 2, 8, headers, args.endpoint)  # warm-up
+        print(f"model {model}, /v1/{args.endpoint}, max({args.requests_per_level}, concurrency) "
+              f"requests per level, max_tokens {args.max_tokens}, greedy\n")
         print("| concurrency | requests/s | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) "
               "| ITL p50 (ms) | ITL p99 (ms) |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for c in [int(x) for x in args.concurrency.split(",")]:
-            r = level(url, model, c, args.requests_per_level, args.max_tokens, headers)
+            r = level(url, model, c, max(args.requests_per_level, c), args.max_tokens, headers,
+                      args.endpoint)
             print(f"| {c} | {r['req_s']:.2f} | {r['tok_s']:.1f} | {r['ttft50']:.1f} | "
                   f"{r['ttft99']:.1f} | {r['itl50']:.1f} | {r['itl99']:.1f} |", flush=True)
     finally:

@@ -113,12 +113,12 @@ KvCacheSpec size_kv(const ServeArgs& a, const ModelConfig& cfg) {
     full = std::clamp<int64_t>(full, 64, std::max<int64_t>(64, cap));
   }
   const int64_t win_blocks = cfg.sliding_window / a.block_size + 3;
-  const int64_t sliding =
-      a.max_num_seqs * win_blocks + a.max_num_batched_tokens / a.block_size + 2;
+  const int64_t sliding = a.max_num_seqs * win_blocks + a.max_num_batched_tokens / a.block_size + 2;
   spec.num_blocks_full = full;
   spec.num_blocks_sliding = std::min(full, sliding);
   bool any_full = false, any_sliding = false;
-  for (LayerType t : cfg.layer_types) (t == LayerType::kFullAttention ? any_full : any_sliding) = true;
+  for (LayerType t : cfg.layer_types)
+    (t == LayerType::kFullAttention ? any_full : any_sliding) = true;
   if (!any_full) spec.num_blocks_full = 0;
   if (!any_sliding) spec.num_blocks_sliding = 0;
   return spec;
@@ -232,8 +232,10 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "running requests at most")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                  "tokens per step at most")->capture_default_str();
-  cmd->add_option("--kv-blocks", args->kv_blocks, "full-attention KV blocks (0: from --kv-cache-gib)");
+                  "tokens per step at most")
+      ->capture_default_str();
+  cmd->add_option("--kv-blocks", args->kv_blocks,
+                  "full-attention KV blocks (0: from --kv-cache-gib)");
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib, "KV memory for --kv-blocks=0")
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();

@@ -316,20 +316,32 @@ Status write_text(const fs::path& path, const std::string& text) {
   return Status::Ok();
 }
 
+constexpr const char* kMarker = "gossamer_synth.json";  // marks a directory synth wrote
+
 // Removes what an earlier run may have left (other shard counts, partial files, the index, and
-// config.json, which is rewritten last as the completion marker).
+// config.json, which is rewritten last as the completion marker). Refuses to delete checkpoint
+// files from a directory that synth did not write (e.g. a real model snapshot).
 Status remove_stale(const fs::path& dir) {
   std::error_code ec;
+  std::vector<fs::path> stale;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string n = entry.path().filename().string();
     const bool shard = n.rfind("model", 0) == 0 &&
                        (n.ends_with(".safetensors") || n.ends_with(".safetensors.partial"));
-    const bool ours = shard || n == "model.safetensors.index.json" || n == "config.json";
-    if (ours && !fs::remove(entry.path(), ec)) {
-      return IoError(entry.path().string() + ": cannot remove stale file: " + ec.message());
+    if (shard || n == "model.safetensors.index.json" || n == "config.json") {
+      stale.push_back(entry.path());
     }
   }
   if (ec) return IoError(dir.string() + ": cannot list: " + ec.message());
+  if (!stale.empty() && !fs::exists(dir / kMarker, ec)) {
+    return InvalidArgument(dir.string() + " holds a checkpoint (" +
+                           stale.front().filename().string() +
+                           ") not written by gossamer synth; refusing to overwrite it");
+  }
+  for (const fs::path& p : stale) {
+    if (!fs::remove(p, ec))
+      return IoError(p.string() + ": cannot remove stale file: " + ec.message());
+  }
   return Status::Ok();
 }
 
@@ -394,6 +406,8 @@ Status write_synth_checkpoint(const SynthOptions& opts) {
     return IoError(opts.out_dir + ": cannot create output directory: " + ec.message());
   }
   GS_RETURN_IF_ERROR(remove_stale(out));
+  const nlohmann::json marker = {{"seed", opts.seed}, {"shard_bytes", opts.shard_bytes}};
+  GS_RETURN_IF_ERROR(write_text(out / kMarker, marker.dump(2) + "\n"));
   const std::vector<SynthTensor> tensors = synth_tensors(opts.config, opts.seed);
   std::vector<TensorSpec> specs;
   for (const SynthTensor& t : tensors) specs.push_back(t.spec);

@@ -403,6 +403,13 @@ TEST(Synth, BadOptionsNameTheProblem) {
   o.out_dir = (dir / "file").string();  // a file, not a directory
   const Status d = write_synth_checkpoint(o);
   EXPECT_EQ(d.code(), StatusCode::kIo) << d.ToString();
+  // A directory holding a checkpoint synth did not write (a real snapshot) is left alone.
+  fs::create_directories(dir / "real");
+  std::ofstream(dir / "real/model-00001-of-00002.safetensors") << "precious";
+  o.out_dir = (dir / "real").string();
+  const Status r = write_synth_checkpoint(o);
+  EXPECT_NE(r.message().find("not written by gossamer synth"), std::string::npos) << r.ToString();
+  EXPECT_EQ(read_file(dir / "real/model-00001-of-00002.safetensors"), "precious");
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
   return x;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace
 
@@ -95,8 +97,7 @@ void BlockPool::register_block(int32_t b, uint64_t hash, std::span<const int32_t
 
 // ---- KvBlockManager -----------------------------------------------------------------------
 
-KvBlockManager::KvBlockManager(const KvCacheSpec& spec, int64_t sliding_window,
-                               bool prefix_caching)
+KvBlockManager::KvBlockManager(const KvCacheSpec& spec, int64_t sliding_window, bool prefix_caching)
     : bs_(spec.block_size),
       window_(sliding_window),
       prefix_caching_(prefix_caching),
@@ -205,8 +206,8 @@ void KvBlockManager::on_computed(SeqBlocks* seq, std::span<const int32_t> tokens
   }
   seq->num_registered = std::max(seq->num_registered, nfull);
   if (has_sliding()) {
-    const int64_t dead = std::min<int64_t>(window_start(num_computed) / bs_,
-                                           (int64_t)seq->sliding.size());
+    const int64_t dead =
+        std::min<int64_t>(window_start(num_computed) / bs_, (int64_t)seq->sliding.size());
     for (int64_t b = 0; b < dead; ++b) {
       if (seq->sliding[b] != kNoBlock) {
         sliding_.release(seq->sliding[b]);

@@ -112,8 +112,8 @@ class KvBlockManager {
  private:
   // First position a query at >= `pos` may attend to in sliding layers.
   int64_t window_start(int64_t pos) const { return pos - window_ < 0 ? 0 : pos - window_; }
-  bool sliding_prefix_cached(std::span<const int32_t> tokens,
-                             std::span<const uint64_t> hashes, int64_t nblocks) const;
+  bool sliding_prefix_cached(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+                             int64_t nblocks) const;
 
   int64_t bs_;
   int64_t window_;

@@ -32,7 +32,9 @@ Result<std::unique_ptr<Engine>> Engine::start(std::unique_ptr<ModelRunner> runne
   return e;
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
 Status Engine::check(const std::vector<int32_t>& prompt, const GenerationParams& params) const {
   return sched_.check(prompt, params);

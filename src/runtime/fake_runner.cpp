@@ -73,8 +73,8 @@ Result<int32_t> FakeRunner::read(bool sliding, std::span<const int32_t> table, i
     return Internal(std::string(sliding ? "sliding" : "full") + " block table has no block for " +
                     "position " + std::to_string(pos));
   }
-  const int32_t v = (sliding ? sliding_kv_ : full_kv_)[table[b] * spec_.block_size +
-                                                       pos % spec_.block_size];
+  const int32_t v =
+      (sliding ? sliding_kv_ : full_kv_)[table[b] * spec_.block_size + pos % spec_.block_size];
   if (v < 0) return Internal("position " + std::to_string(pos) + " was never written");
   return v;
 }

@@ -15,10 +15,10 @@ void Histogram::observe(double v) {
 }
 
 Metrics::Metrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5,
-             10, 20, 40, 80}),
-      itl_({0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5,
-            5, 10}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10,
+             20, 40, 80}),
+      itl_({0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5,
+            10}),
       e2e_({0.01, 0.05, 0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120}) {}
 
 void Metrics::observe_ttft(double s) {
@@ -47,8 +47,8 @@ void put(std::ostringstream& o, const char* name, const char* type, const char* 
     << name << '{' << labels << "} " << v << '\n';
 }
 
-void put_hist(std::ostringstream& o, const char* name, const char* help,
-              const std::string& labels, const Histogram& h) {
+void put_hist(std::ostringstream& o, const char* name, const char* help, const std::string& labels,
+              const Histogram& h) {
   o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " histogram\n";
   uint64_t cum = 0;
   for (size_t i = 0; i < h.bounds.size(); ++i) {

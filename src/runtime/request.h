@@ -30,8 +30,8 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   int64_t top_logprobs = 0;  // alternatives returned per token (0..20)
   bool logprobs = false;
-  int64_t max_tokens = 256;              // generated tokens, all channels included
-  std::vector<int32_t> stop_token_ids;   // finish (reason stop) when sampled
+  int64_t max_tokens = 256;                          // generated tokens, all channels included
+  std::vector<int32_t> stop_token_ids;               // finish (reason stop) when sampled
   std::optional<std::chrono::milliseconds> timeout;  // per-request deadline from arrival
 
   Status validate() const;  // ranges; the message names the field
@@ -44,8 +44,8 @@ struct TokenLogprob {
 
 struct SampledToken {
   int32_t token = 0;
-  float logprob = 0.f;              // log-softmax of the chosen token (before sampling filters)
-  std::vector<TokenLogprob> top;    // the top_logprobs most likely tokens
+  float logprob = 0.f;            // log-softmax of the chosen token (before sampling filters)
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kError };
@@ -90,8 +90,8 @@ struct Request {
   uint64_t id = 0;
   std::vector<int32_t> tokens;  // prompt followed by the generated tokens
   int64_t num_prompt = 0;
-  int64_t num_computed = 0;     // tokens whose KV is in the cache
-  int64_t num_cached = -1;      // prompt tokens found in the prefix cache at first admission
+  int64_t num_computed = 0;  // tokens whose KV is in the cache
+  int64_t num_cached = -1;   // prompt tokens found in the prefix cache at first admission
   int64_t num_preemptions = 0;
   GenerationParams params;
   SeqBlocks blocks;

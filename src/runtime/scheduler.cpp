@@ -14,8 +14,8 @@ Status SchedulerOptions::validate() const {
 
 namespace {
 bool has_sliding_layers(const ModelConfig& cfg) {
-  return std::find(cfg.layer_types.begin(), cfg.layer_types.end(),
-                   LayerType::kSlidingAttention) != cfg.layer_types.end();
+  return std::find(cfg.layer_types.begin(), cfg.layer_types.end(), LayerType::kSlidingAttention) !=
+         cfg.layer_types.end();
 }
 }  // namespace
 
@@ -46,8 +46,7 @@ Status Scheduler::check(const std::vector<int32_t>& prompt, const GenerationPara
   }
   const int64_t need_full = kv_.full_blocks_needed(total);
   const int64_t need_sliding = kv_.sliding_blocks_needed(total, opts_.max_num_batched_tokens);
-  if (need_full > kv_.full_pool().num_blocks() ||
-      need_sliding > kv_.sliding_pool().num_blocks()) {
+  if (need_full > kv_.full_pool().num_blocks() || need_sliding > kv_.sliding_pool().num_blocks()) {
     return InvalidArgument("prompt + max_tokens = " + std::to_string(total) +
                            " tokens does not fit in the KV cache (" +
                            std::to_string(kv_.full_pool().num_blocks()) + " blocks of " +
@@ -72,11 +71,21 @@ void Scheduler::finish(Request* r, FinishReason reason, int32_t stop_token,
     metrics_->observe_e2e(std::chrono::duration<double>(Clock::now() - r->arrival).count());
     metrics_->update([&](MetricsSnapshot& s) {
       switch (reason) {
-        case FinishReason::kStop: ++s.finished_stop; break;
-        case FinishReason::kLength: ++s.finished_length; break;
-        case FinishReason::kCancelled: ++s.finished_cancelled; break;
-        case FinishReason::kTimeout: ++s.finished_timeout; break;
-        default: ++s.finished_error; break;
+        case FinishReason::kStop:
+          ++s.finished_stop;
+          break;
+        case FinishReason::kLength:
+          ++s.finished_length;
+          break;
+        case FinishReason::kCancelled:
+          ++s.finished_cancelled;
+          break;
+        case FinishReason::kTimeout:
+          ++s.finished_timeout;
+          break;
+        default:
+          ++s.finished_error;
+          break;
       }
     });
   }
@@ -258,7 +267,7 @@ void Scheduler::update_gauges() {
   metrics_->update([&](MetricsSnapshot& s) {
     s.running = num_running();
     s.waiting = num_waiting();
-    s.kv_usage = b.full_total > 0     ? (double)b.full_used / (double)b.full_total
+    s.kv_usage = b.full_total > 0      ? (double)b.full_used / (double)b.full_total
                  : b.sliding_total > 0 ? (double)b.sliding_used / (double)b.sliding_total
                                        : 0.0;
     s.prefix_queries = b.prefix_queries;

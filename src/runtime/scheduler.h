@@ -23,9 +23,9 @@
 namespace gossamer {
 
 struct SchedulerOptions {
-  int64_t max_num_seqs = 64;             // running requests at most
+  int64_t max_num_seqs = 64;              // running requests at most
   int64_t max_num_batched_tokens = 2048;  // tokens computed per step at most
-  int64_t max_model_len = 0;             // prompt + output at most (0: the model's limit)
+  int64_t max_model_len = 0;              // prompt + output at most (0: the model's limit)
   bool prefix_caching = true;
   Status validate() const;
 };

@@ -100,7 +100,8 @@ TEST(Scheduler, BatchOf64MatchesAloneWithPreemption) {
   o.max_num_batched_tokens = 48;
   Fixture f(KvCacheSpec{8, 60, 70}, o);
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < prompts.size(); ++i) streams.push_back(f.add(prompts[i], greedy(max_toks[i])));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    streams.push_back(f.add(prompts[i], greedy(max_toks[i])));
   int64_t preemptions = 0;
   f.run(o, &preemptions);
   EXPECT_GT(preemptions, 0) << "the pool was meant to be too small for 64 sequences";

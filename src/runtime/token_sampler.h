@@ -17,10 +17,8 @@ class TokenSampler {
   virtual ~TokenSampler() = default;
   // logits: [vocab] float32. generated: the request's output tokens so far (for penalties).
   // rng: the request's generator (seeded from params.seed when given).
-  virtual Result<SampledToken> sample(std::span<const float> logits,
-                                      const GenerationParams& params,
-                                      std::span<const int32_t> generated,
-                                      std::mt19937_64& rng) = 0;
+  virtual Result<SampledToken> sample(std::span<const float> logits, const GenerationParams& params,
+                                      std::span<const int32_t> generated, std::mt19937_64& rng) = 0;
 };
 
 std::unique_ptr<TokenSampler> make_default_sampler();

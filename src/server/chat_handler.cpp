@@ -66,12 +66,9 @@ json delta_json(const Delta& d) {
 }
 
 json chunk(const ChatJob& job, const std::string& model, json choices) {
-  return json{{"id", job.id},
-              {"object", "chat.completion.chunk"},
-              {"created", job.created},
-              {"model", model},
-              {"system_fingerprint", "gossamer"},
-              {"choices", std::move(choices)}};
+  return json{
+      {"id", job.id},   {"object", "chat.completion.chunk"}, {"created", job.created},
+      {"model", model}, {"system_fingerprint", "gossamer"},  {"choices", std::move(choices)}};
 }
 
 json choice_chunk(int index, json delta, json finish, json logprobs = nullptr) {
@@ -155,7 +152,8 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   if (!s.started) {
     s.started = true;
     for (size_t i = 0; i < s.job.choices.size(); ++i) {
-      if (!send(chunk(s.job, model, json::array({choice_chunk(
+      if (!send(chunk(s.job, model,
+                      json::array({choice_chunk(
                           (int)i, json{{"role", "assistant"}, {"content", ""}}, nullptr)})))) {
         return false;
       }
@@ -183,7 +181,8 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
         }
         lp = json{{"content", content}};
       }
-      if (!send(chunk(s.job, model, json::array({choice_chunk((int)i, delta_json(d), nullptr, lp)}))))
+      if (!send(
+              chunk(s.job, model, json::array({choice_chunk((int)i, delta_json(d), nullptr, lp)}))))
         return false;
     }
     if (!done) {
@@ -195,8 +194,8 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
       json err = error_body(ApiError{500, c.error(), "server_error", "", ""});
       if (!send(err)) return false;
     }
-    if (!send(chunk(s.job, model, json::array({choice_chunk((int)i, json::object(),
-                                                            c.finish_reason())})))) {
+    if (!send(chunk(s.job, model,
+                    json::array({choice_chunk((int)i, json::object(), c.finish_reason())})))) {
       return false;
     }
   }
@@ -248,8 +247,8 @@ json chat_usage(const ChatJob& job) {
 bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiError* err) {
   Result<harmony::ChatRequest> creq = harmony::parse_chat_request(body);
   if (!creq.ok()) return *err = from_status(creq.status()), false;
-  Result<harmony::RenderedPrompt> prompt = harmony::render_chat_request(*creq, *ctx.tok,
-                                                                       ctx.opts.render);
+  Result<harmony::RenderedPrompt> prompt =
+      harmony::render_chat_request(*creq, *ctx.tok, ctx.opts.render);
   if (!prompt.ok()) return *err = from_status(prompt.status()), false;
   Result<std::vector<int32_t>> steer = steering_ids(*ctx.tok, *creq, *prompt);
   if (!steer.ok()) return *err = from_status(steer.status()), false;
@@ -263,13 +262,12 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
                        "messages");
     return false;
   }
-  const int64_t dflt = ctx.opts.default_max_tokens > 0
-                           ? std::min(room, ctx.opts.default_max_tokens)
-                           : room;
+  const int64_t dflt =
+      ctx.opts.default_max_tokens > 0 ? std::min(room, ctx.opts.default_max_tokens) : room;
   if (!parse_request_options(body, ep, dflt, &job->ro, err)) return false;
   job->ro.gen.stop_token_ids = ctx.chat_stop_ids;
-  job->ro.gen.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      ctx.opts.request_timeout);
+  job->ro.gen.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
   job->id = make_id(ctx, "chatcmpl-");
   job->created = unix_now();
   for (int64_t i = 0; i < job->ro.n; ++i) {
@@ -303,8 +301,7 @@ void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res) 
   state->lp_sent.assign(state->job.choices.size(), 0);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
+      "text/event-stream", [state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
       [state](bool) {
         for (auto& c : state->job.choices) c->cancel();  // no-op when finished
       });

@@ -85,17 +85,18 @@ bool prompt_ids(const Ctx& ctx, const json& body, std::vector<int32_t>* ids, Api
     for (const auto& t : p) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
           t.get<int64_t>() >= ctx.engine->config().vocab_size) {
-        return *err = bad_request("'prompt' token ids must be integers in [0, vocab_size)",
-                                  "prompt"),
+        return *err =
+                   bad_request("'prompt' token ids must be integers in [0, vocab_size)", "prompt"),
                false;
       }
       ids->push_back(t.get<int32_t>());
     }
     return true;
   }
-  *err = bad_request("'prompt' must be a string, an array of token ids, or a one-element array "
-                     "of either (batches of prompts are not supported)",
-                     "prompt");
+  *err = bad_request(
+      "'prompt' must be a string, an array of token ids, or a one-element array "
+      "of either (batches of prompts are not supported)",
+      "prompt");
   return false;
 }
 
@@ -117,8 +118,8 @@ json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t
     offs.push_back(off);
     off += static_cast<int64_t>(s.size());
   }
-  return json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
-              {"text_offset", offs}};
+  return json{
+      {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 json usage(const Job& job) {
@@ -135,8 +136,11 @@ json usage(const Job& job) {
 }
 
 json body_json(const Ctx& ctx, const Job& job, json choices) {
-  return json{{"id", job.id},          {"object", "text_completion"}, {"created", job.created},
-              {"model", ctx.opts.model_name}, {"system_fingerprint", "gossamer"},
+  return json{{"id", job.id},
+              {"object", "text_completion"},
+              {"created", job.created},
+              {"model", ctx.opts.model_name},
+              {"system_fingerprint", "gossamer"},
               {"choices", std::move(choices)}};
 }
 
@@ -157,7 +161,9 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
     if (!done) c.text += delta;
     if (!delta.empty() || done) {
       json lp = job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, before, off0) : json(nullptr);
-      json ch{{"index", (int)i}, {"text", delta}, {"logprobs", lp},
+      json ch{{"index", (int)i},
+              {"text", delta},
+              {"logprobs", lp},
               {"finish_reason", done ? json(c.finish_reason()) : json(nullptr)}};
       if (!send(body_json(ctx, job, json::array({ch})))) return false;
     }
@@ -195,7 +201,8 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
                              &err)) {
     return send_error(res, err);
   }
-  if (!job->ro.max_tokens_given) job->ro.gen.max_tokens = std::min<int64_t>(16, std::max<int64_t>(room, 1));
+  if (!job->ro.max_tokens_given)
+    job->ro.gen.max_tokens = std::min<int64_t>(16, std::max<int64_t>(room, 1));
   job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
   job->ro.gen.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
@@ -234,11 +241,11 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
   for (size_t i = 0; i < job->choices.size(); ++i) {
     const TextChoice& c = *job->choices[i];
     if (!c.error.empty()) return send_error(res, ApiError{500, c.error, "server_error", "", ""});
-    choices.push_back({{"index", (int)i},
-                       {"text", c.text},
-                       {"logprobs", job->ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0)
-                                                         : json(nullptr)},
-                       {"finish_reason", c.finish_reason()}});
+    choices.push_back(
+        {{"index", (int)i},
+         {"text", c.text},
+         {"logprobs", job->ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0) : json(nullptr)},
+         {"finish_reason", c.finish_reason()}});
   }
   json out = body_json(ctx, *job, choices);
   out["usage"] = usage(*job);

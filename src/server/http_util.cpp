@@ -48,9 +48,13 @@ json error_body(const ApiError& e) {
   return json{{"error", err}};
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
-std::string sse_data(const json& j) { return "data: " + dump(j) + "\n\n"; }
+std::string sse_data(const json& j) {
+  return "data: " + dump(j) + "\n\n";
+}
 
 std::string sse_event(const std::string& name, const json& j) {
   return "event: " + name + "\ndata: " + dump(j) + "\n\n";

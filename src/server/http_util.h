@@ -17,8 +17,8 @@ struct ApiError {
   int http_status = 400;
   std::string message;
   std::string type = "invalid_request_error";  // OpenAI: invalid_request_error, ...
-  std::string param;                            // "" -> null
-  std::string code;                             // "" -> null
+  std::string param;                           // "" -> null
+  std::string code;                            // "" -> null
 };
 
 ApiError bad_request(std::string message, std::string param = "");

@@ -138,13 +138,16 @@ class ResponseBuilder {
     const std::string id = item["id"];
     if (kind == "reasoning") {
       item["content"][0]["text"] = item["content"][0]["text"].get<std::string>() + d.text;
-      event(sse, "response.reasoning_text.delta", {{"item_id", id}, {"output_index", open_},
-                                                   {"content_index", 0}, {"delta", d.text}});
+      event(sse, "response.reasoning_text.delta",
+            {{"item_id", id}, {"output_index", open_}, {"content_index", 0}, {"delta", d.text}});
     } else if (kind == "message") {
       item["content"][0]["text"] = item["content"][0]["text"].get<std::string>() + d.text;
-      event(sse, "response.output_text.delta", {{"item_id", id}, {"output_index", open_},
-                                                {"content_index", 0}, {"delta", d.text},
-                                                {"logprobs", json::array()}});
+      event(sse, "response.output_text.delta",
+            {{"item_id", id},
+             {"output_index", open_},
+             {"content_index", 0},
+             {"delta", d.text},
+             {"logprobs", json::array()}});
     } else if (d.kind == Delta::Kind::kToolArgs) {
       item["arguments"] = item["arguments"].get<std::string>() + d.text;
       event(sse, "response.function_call_arguments.delta",
@@ -183,16 +186,27 @@ class ResponseBuilder {
   void open(const std::string& kind, const Delta& d, std::string* sse) {
     json item;
     if (kind == "reasoning") {
-      item = {{"id", make_id(ctx_, "rs_")}, {"type", "reasoning"}, {"summary", json::array()},
+      item = {{"id", make_id(ctx_, "rs_")},
+              {"type", "reasoning"},
+              {"summary", json::array()},
               {"content", {{{"type", "reasoning_text"}, {"text", ""}}}}};
     } else if (kind == "message") {
-      item = {{"id", make_id(ctx_, "msg_")}, {"type", "message"}, {"role", "assistant"},
+      item = {{"id", make_id(ctx_, "msg_")},
+              {"type", "message"},
+              {"role", "assistant"},
               {"status", "in_progress"},
-              {"content", {{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()},
-                            {"logprobs", json::array()}}}}};
+              {"content",
+               {{{"type", "output_text"},
+                 {"text", ""},
+                 {"annotations", json::array()},
+                 {"logprobs", json::array()}}}}};
     } else {
-      item = {{"id", make_id(ctx_, "fc_")}, {"type", "function_call"}, {"call_id", d.call_id},
-              {"name", d.text}, {"arguments", ""}, {"status", "in_progress"}};
+      item = {{"id", make_id(ctx_, "fc_")},
+              {"type", "function_call"},
+              {"call_id", d.call_id},
+              {"name", d.text},
+              {"arguments", ""},
+              {"status", "in_progress"}};
     }
     output_.push_back(item);
     open_ = static_cast<int>(output_.size()) - 1;
@@ -201,7 +215,9 @@ class ResponseBuilder {
     event(sse, "response.output_item.added", {{"output_index", open_}, {"item", added}});
     if (kind == "message") {
       event(sse, "response.content_part.added",
-            {{"item_id", item["id"]}, {"output_index", open_}, {"content_index", 0},
+            {{"item_id", item["id"]},
+             {"output_index", open_},
+             {"content_index", 0},
              {"part", item["content"][0]}});
     }
   }
@@ -212,14 +228,22 @@ class ResponseBuilder {
     if (item.contains("status")) item["status"] = "completed";
     if (kind == "message") {
       event(sse, "response.output_text.done",
-            {{"item_id", item["id"]}, {"output_index", open_}, {"content_index", 0},
-             {"text", item["content"][0]["text"]}, {"logprobs", json::array()}});
-      event(sse, "response.content_part.done", {{"item_id", item["id"]}, {"output_index", open_},
-                                                {"content_index", 0}, {"part", item["content"][0]}});
+            {{"item_id", item["id"]},
+             {"output_index", open_},
+             {"content_index", 0},
+             {"text", item["content"][0]["text"]},
+             {"logprobs", json::array()}});
+      event(sse, "response.content_part.done",
+            {{"item_id", item["id"]},
+             {"output_index", open_},
+             {"content_index", 0},
+             {"part", item["content"][0]}});
     } else if (kind == "reasoning") {
-      event(sse, "response.reasoning_text.done", {{"item_id", item["id"]}, {"output_index", open_},
-                                                  {"content_index", 0},
-                                                  {"text", item["content"][0]["text"]}});
+      event(sse, "response.reasoning_text.done",
+            {{"item_id", item["id"]},
+             {"output_index", open_},
+             {"content_index", 0},
+             {"text", item["content"][0]["text"]}});
     } else {
       event(sse, "response.function_call_arguments.done",
             {{"item_id", item["id"]}, {"output_index", open_}, {"arguments", item["arguments"]}});

@@ -26,7 +26,8 @@ void send_error(httplib::Response& res, const ApiError& e) {
 
 std::string make_id(Ctx& ctx, const char* prefix) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)(ctx.next_id++ * 0x9e3779b97f4a7c15ULL));
+  std::snprintf(buf, sizeof buf, "%016llx",
+                (unsigned long long)(ctx.next_id++ * 0x9e3779b97f4a7c15ULL));
   return std::string(prefix) + buf;
 }
 
@@ -56,8 +57,11 @@ bool parse_body(const Ctx& ctx, const httplib::Request& req, json* body, ApiErro
     return false;
   }
   if (m->get<std::string>() != ctx.opts.model_name) {
-    *err = ApiError{404, "The model '" + m->get<std::string>() + "' does not exist (this server "
-                         "serves '" + ctx.opts.model_name + "')",
+    *err = ApiError{404,
+                    "The model '" + m->get<std::string>() +
+                        "' does not exist (this server "
+                        "serves '" +
+                        ctx.opts.model_name + "')",
                     "invalid_request_error", "model", "model_not_found"};
     return false;
   }
@@ -114,10 +118,10 @@ void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& r
     bool special = body.value("add_special_tokens", false) || body.value("allow_special", false);
     ids = ctx.tok->encode(it->get<std::string>(), special);
   }
-  res.set_content(dump(json{{"tokens", ids},
-                            {"count", ids.size()},
-                            {"max_model_len", ctx.engine->max_model_len()}}),
-                  "application/json");
+  res.set_content(
+      dump(json{
+          {"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine->max_model_len()}}),
+      "application/json");
 }
 
 void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -151,11 +155,16 @@ void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Respo
 
 const char* status_message(int status) {
   switch (status) {
-    case 404: return "route not found";
-    case 405: return "method not allowed";
-    case 413: return "the request body is too large";
-    case 414: return "the request URI is too long";
-    default: return "the request could not be handled";
+    case 404:
+      return "route not found";
+    case 405:
+      return "method not allowed";
+    case 413:
+      return "the request body is too large";
+    case 414:
+      return "the request URI is too long";
+    default:
+      return "the request could not be handled";
   }
 }
 
@@ -163,7 +172,8 @@ void install_routes(Server::Impl& s) {
   Ctx& ctx = s.ctx;
   auto& h = s.http;
   h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (ctx.opts.api_key.empty() || !needs_auth(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if (ctx.opts.api_key.empty() || !needs_auth(req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -177,16 +187,17 @@ void install_routes(Server::Impl& s) {
                res.status == 404 ? "not_found_error" : "invalid_request_error", "", ""};
     res.set_content(dump(error_body(e)), "application/json");
   });
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    send_error(res, ApiError{500, what, "server_error", "", ""});
-  });
+  h.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError{500, what, "server_error", "", ""});
+      });
   h.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.status = ctx.stopping ? 503 : 200;
     res.set_content(ctx.stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}",
@@ -196,24 +207,19 @@ void install_routes(Server::Impl& s) {
     res.set_content(ctx.engine->metrics().prometheus(ctx.opts.model_name),
                     "text/plain; version=0.0.4");
   });
-  h.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
-    handle_models(ctx, res);
-  });
-  h.Post("/v1/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_chat(ctx, q, r);
-  });
+  h.Get("/v1/models",
+        [&ctx](const httplib::Request&, httplib::Response& res) { handle_models(ctx, res); });
+  h.Post("/v1/chat/completions",
+         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_chat(ctx, q, r); });
   h.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
     handle_completions(ctx, q, r);
   });
-  h.Post("/v1/responses", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_responses(ctx, q, r);
-  });
-  h.Post("/tokenize", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_tokenize(ctx, q, r);
-  });
-  h.Post("/detokenize", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_detokenize(ctx, q, r);
-  });
+  h.Post("/v1/responses",
+         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_responses(ctx, q, r); });
+  h.Post("/tokenize",
+         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_tokenize(ctx, q, r); });
+  h.Post("/detokenize",
+         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_detokenize(ctx, q, r); });
   h.Post("/apply-template", [&ctx](const httplib::Request& q, httplib::Response& r) {
     handle_apply_template(ctx, q, r);
   });
@@ -248,7 +254,9 @@ Server::Server(Engine* engine, std::shared_ptr<const Tokenizer> tok, ServerOptio
   install_routes(*impl_);
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 Status Server::bind() {
   const auto& o = impl_->ctx.opts;
@@ -263,9 +271,13 @@ Status Server::bind() {
   return Status::Ok();
 }
 
-int Server::port() const { return impl_->bound_port; }
+int Server::port() const {
+  return impl_->bound_port;
+}
 
-void Server::run() { impl_->http.listen_after_bind(); }
+void Server::run() {
+  impl_->http.listen_after_bind();
+}
 
 void Server::stop() {
   impl_->ctx.stopping = true;

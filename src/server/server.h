@@ -16,13 +16,13 @@ namespace gossamer::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: any free port (see Server::port())
+  int port = 8000;      // 0: any free port (see Server::port())
   std::string api_key;  // non-empty: /v1/* and the utility endpoints need "Bearer <key>"
   std::string model_name = "gossamer";
   int64_t max_body_bytes = int64_t{8} << 20;
   std::chrono::seconds request_timeout{600};
   int64_t default_max_tokens = 0;  // when a request sets none: 0 = up to the context limit
-  int http_threads = 0;  // 0: sized from the engine's queue and batch limits
+  int http_threads = 0;            // 0: sized from the engine's queue and batch limits
   harmony::RenderOptions render;
   Status validate() const;
 };

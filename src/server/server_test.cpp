@@ -80,19 +80,24 @@ TEST(Params, ParsesAndValidatesFields) {
 
 TEST(Params, RejectsWrongTypesAndRanges) {
   const char* bad[][2] = {
-      {R"({"temperature":"hot"})", "temperature"}, {R"({"temperature":3})", "temperature"},
-      {R"({"top_p":0})", "top_p"},                 {R"({"max_tokens":0})", "max_tokens"},
-      {R"({"max_tokens":1.5})", "max_tokens"},     {R"({"n":0})", "n"},
-      {R"({"stop":[1]})", "stop"},                 {R"({"stop":["a","b","c","d","e"]})", "stop"},
-      {R"({"stream":"yes"})", "stream"},           {R"({"top_logprobs":2})", "top_logprobs"},
+      {R"({"temperature":"hot"})", "temperature"},
+      {R"({"temperature":3})", "temperature"},
+      {R"({"top_p":0})", "top_p"},
+      {R"({"max_tokens":0})", "max_tokens"},
+      {R"({"max_tokens":1.5})", "max_tokens"},
+      {R"({"n":0})", "n"},
+      {R"({"stop":[1]})", "stop"},
+      {R"({"stop":["a","b","c","d","e"]})", "stop"},
+      {R"({"stream":"yes"})", "stream"},
+      {R"({"top_logprobs":2})", "top_logprobs"},
       {R"({"top_logprobs":21,"logprobs":true})", "top_logprobs"},
-      {R"({"stream_options":3})", "stream_options"}, {R"({"seed":"x"})", "seed"},
+      {R"({"stream_options":3})", "stream_options"},
+      {R"({"seed":"x"})", "seed"},
   };
   for (auto& [body, field] : bad) {
     RequestOptions ro;
     ApiError err;
-    EXPECT_FALSE(parse_request_options(json::parse(body), Endpoint::kChat, 100, &ro, &err))
-        << body;
+    EXPECT_FALSE(parse_request_options(json::parse(body), Endpoint::kChat, 100, &ro, &err)) << body;
     EXPECT_EQ(err.http_status, 400);
     EXPECT_EQ(err.param, field) << body;
     EXPECT_NE(err.message.find(field), std::string::npos) << err.message;

@@ -1,6 +1,5 @@
 // libFuzzer target: safetensors headers, shard indexes and config.json must never crash, hang or
-// read out of bounds, whatever the bytes. Build with -DGOSSAMER_FUZZ=ON (clang), then run
-// build-fuzz/src/model/gossamer_model_fuzz -max_total_time=60.
+// read out of bounds, whatever the bytes. Run: FUZZ_SECONDS=60 scripts/fuzz.sh safetensors_fuzz
 #include <cstddef>
 #include <cstdint>
 #include <string>
