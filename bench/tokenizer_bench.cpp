@@ -26,12 +26,17 @@ int main(int argc, char** argv) {
   bool special = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--tokenizer" && i + 1 < argc) tok_path = argv[++i];
-    else if (a == "--input" && i + 1 < argc) input_path = argv[++i];
-    else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--special") special = true;
+    if (a == "--tokenizer" && i + 1 < argc)
+      tok_path = argv[++i];
+    else if (a == "--input" && i + 1 < argc)
+      input_path = argv[++i];
+    else if (a == "--iters" && i + 1 < argc)
+      iters = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--special")
+      special = true;
     else {
-      std::fprintf(stderr, "usage: tokenizer_bench --tokenizer FILE --input FILE [--iters N] [--special]\n");
+      std::fprintf(
+          stderr, "usage: tokenizer_bench --tokenizer FILE --input FILE [--iters N] [--special]\n");
       return 2;
     }
   }

@@ -66,8 +66,13 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, tokenizer_json):
-    cache = tmp_path_factory.mktemp("cache")
+def cache(tmp_path_factory):
+    """One demo-model cache dir for every server of this module (synthesised once)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def server(cache, tokenizer_json):
     s = Server(cache, tokenizer_json, "--api-key", KEY, "--default-max-tokens", "24",
                "--max-body-bytes", "65536", "--max-model-len", "2048")
     yield s
@@ -354,8 +359,7 @@ def test_tokenize_detokenize(server, tokenizer_json):
     assert d["prompt"] == "héllo wörld"
 
 
-def test_queue_full_gives_429(tmp_path_factory, tokenizer_json):
-    cache = tmp_path_factory.mktemp("cache429")
+def test_queue_full_gives_429(server, cache, tokenizer_json):
     s = Server(cache, tokenizer_json, "--max-queue", "1", "--max-num-seqs", "1")
     try:
         body = {"model": MODEL, "messages": MSGS, "max_tokens": 40}
