@@ -19,7 +19,8 @@ if [[ $mode == pack ]]; then
   targets=$(cmake --build build-cuda --target help | grep -oE '(gossamer_kernel_[a-z_]+_test|[a-z_]+_bench|gossamer_cuda_test|gossamer)\b' | sort -u)
   cmake --build build-cuda -j"$(nproc)" --target $targets
   rm -rf $CARRY && mkdir -p $CARRY/tests $CARRY/bench
-  find build-cuda/src -name '*_test' -type f -perm -u+x | grep -E 'kernel|cuda' | xargs -r cp -t $CARRY/tests
+  find build-cuda/src -type f -perm -u+x \( -name 'gossamer_kernel_*_test' -o -name 'gossamer_cuda_test' \) |
+    xargs -r cp -t $CARRY/tests
   [[ -d build-cuda/bench ]] && cp build-cuda/bench/*_bench $CARRY/bench/ 2>/dev/null || true
   cp build-cuda/gossamer $CARRY/ 2>/dev/null || true
   strip $CARRY/tests/* $CARRY/bench/* $CARRY/gossamer 2>/dev/null || true
