@@ -120,6 +120,9 @@ Status parse_rope_dict(const json& v, const std::string& key, RopeScaling* rs) {
                         get_int(v.at("original_max_position_embeddings"),
                                 key + ".original_max_position_embeddings"));
   }
+  // A rope_scaling object without "truncate" means truncate=true, as transformers' YaRN reads it
+  // (real gpt-oss configs say false explicitly).
+  rs->truncate = true;
   if (has(v, "truncate")) {
     GS_ASSIGN_OR_RETURN(rs->truncate, get_bool(v.at("truncate"), key + ".truncate"));
   }

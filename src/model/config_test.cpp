@@ -121,6 +121,19 @@ TEST(Config, OptionalForms) {
   EXPECT_EQ(r->head_dim, 64);
 }
 
+// transformers reads a rope_scaling object without "truncate" as truncate=true; so do we.
+TEST(Config, RopeTruncateDefaultsLikeTransformers) {
+  json j = real_120b();
+  j["rope_scaling"].erase("truncate");
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->rope_scaling.truncate);
+  j.erase("rope_scaling");  // absent altogether: GptOssConfig's default (truncate false)
+  auto d = parse(j);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->rope_scaling.truncate);
+}
+
 // transformers 5.x save_pretrained() writes rope_theta and the yarn fields into rope_parameters,
 // omits experts_per_token, writes null token ids and adds swiglu_alpha.
 TEST(Config, Transformers5Form) {
