@@ -4,7 +4,7 @@
 #                                  # binaries, kernel benches and `gossamer` into .gpu-carry/
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
-# SECTIONS (comma list, default all): info,ceil,test,sanitize,kbench,bench
+# SECTIONS (comma list, default all but serve): info,ceil,test,sanitize,kbench,bench,serve
 # Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,8 @@ if [[ $mode == pack ]]; then
   mkdir -p $CARRY/lib
   ldd $CARRY/gossamer $CARRY/tests/* | awk '/=> \//{print $3}' | sort -u |
     grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t $CARRY/lib
+  tok=../shared/tokenizer/tokenizer.json
+  [[ -f $tok ]] && gzip -c $tok > $CARRY/tokenizer.json.gz  # for the serve section
   git rev-parse --short HEAD > $CARRY/git_sha 2>/dev/null || true
   du -sh $CARRY
   exit 0
@@ -110,7 +112,25 @@ if has bench && [[ -x $CARRY/gossamer ]]; then
   done
 fi
 
+# serve: `gossamer serve --backend cuda` on synthetic checkpoints (tiny, then the real 20b
+# shapes), driven by the loopback benchmark client (concurrency 1, 8, 64).
+if has serve && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
+  : > "$OUT/serve.md"
+  gunzip -c $CARRY/tokenizer.json.gz > /tmp/tokenizer.json
+  for m in ${SERVE_MODELS:-tiny 20b}; do
+    $CARRY/gossamer synth --preset $m --out /tmp/synth-$m --tokenizer /tmp/tokenizer.json --quiet \
+      >> "$OUT/serve.log" 2>&1 || { add "serve $m: synth FAILED"; continue; }
+    echo "### serve --backend cuda, synthetic $m" >> "$OUT/serve.md"
+    if python3 bench/serve_bench.py --bin $CARRY/gossamer --tokenizer /tmp/tokenizer.json \
+        --serve-args "--model /tmp/synth-$m --backend cuda" --requests-per-level 64 \
+        --max-tokens 64 >> "$OUT/serve.md" 2>> "$OUT/serve.log"; then add "serve $m: ok"
+    else add "serve $m: FAILED (serve.log)"; fi
+    rm -rf /tmp/synth-$m
+  done
+fi
+
 echo "================ summary ================"
 [[ -f $OUT/kbench.log ]] && grep -h '^|\|ceiling' "$OUT/kbench.log"
 [[ -f $OUT/bench.md ]] && cat "$OUT/bench.md"
+[[ -f $OUT/serve.md ]] && cat "$OUT/serve.md"
 printf '%s\n' "${summary[@]}"

@@ -23,6 +23,9 @@
 #include "runtime/fake_runner.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
+#ifdef GOSSAMER_HAVE_CUDA
+#include "engine/cuda/cuda_runner.h"  // plain C++ header: no CUDA includes
+#endif
 
 namespace gossamer::cli {
 namespace {
@@ -143,9 +146,23 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
     b.runner = std::make_unique<FakeRunner>(cfg, size_kv(a, cfg));
     return b;
   }
-  if (a.backend != "cpu") return InvalidArgument("--backend must be cpu or fake");
+  if (a.backend != "cpu" && a.backend != "cuda") {
+    return InvalidArgument("--backend must be cpu, cuda or fake (got '" + a.backend + "')");
+  }
   GS_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model, load_model(dir));
   const KvCacheSpec spec = size_kv(a, model->config);
+  if (a.backend == "cuda") {
+#ifdef GOSSAMER_HAVE_CUDA
+    CudaRunnerOptions o;
+    o.kv = spec;
+    o.max_seqs = a.max_num_seqs;
+    o.max_seq_len = a.max_model_len > 0 ? a.max_model_len : model->config.max_position_embeddings;
+    GS_ASSIGN_OR_RETURN(b.runner, CudaModelRunner::create(*model, o));
+    return b;
+#else
+    return Unsupported("--backend cuda: this gossamer was built without CUDA (nvcc not found)");
+#endif
+  }
   GS_ASSIGN_OR_RETURN(b.runner, make_cpu_runner(model, spec, a.threads));
   return b;
 }
@@ -249,7 +266,7 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-body-bytes", args->max_body, "request body limit (413)")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU backend threads (0: all cores)");
-  cmd->add_option("--backend", args->backend, "cpu | fake (weights-free, for load tests)")
+  cmd->add_option("--backend", args->backend, "cpu | cuda | fake (weights-free, for load tests)")
       ->capture_default_str();
   cmd->add_option("--date", args->date, "fixed 'Current date' for prompts (YYYY-MM-DD)");
   cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds in-flight requests get")

@@ -17,6 +17,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
 #include "kernels/moe/params.h"
+#include "kernels/moe/pipe.h"
 
 namespace gossamer::kern {
 namespace {
@@ -216,11 +217,19 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (p.pipe != 0) {
+    Status st = launch_moe_gate_up_pipe(p, s);
+    if (st.code() != StatusCode::kUnsupported) return st;
+  }
   return p.decode == 1 ? launch_gate_up<1>(p, s) : launch_gate_up<0>(p, s);
 }
 
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (p.pipe != 0) {
+    Status st = launch_moe_down_pipe(p, s);
+    if (st.code() != StatusCode::kUnsupported) return st;
+  }
   return p.decode == 1 ? launch_down<1>(p, s) : launch_down<0>(p, s);
 }
 

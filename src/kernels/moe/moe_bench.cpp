@@ -38,9 +38,11 @@ int main() {
     const double pairs = static_cast<double>(c.batch) * c.k;
     const double gu_bytes = pairs * 2 * I * H / 2 * 17.0 / 16,
                  dn_bytes = pairs * H * I / 2 * 17.0 / 16;
-    for (int decode = 0; decode < 2; ++decode) {
-      gp.decode = dp.decode = decode;
-      const std::string tag = decode == 0 ? " [prmt-lut]" : " [half2-cvt]";
+    for (int variant = 0; variant < 6; ++variant) {
+      gp.decode = dp.decode = variant % 2;
+      gp.pipe = dp.pipe = variant / 2;
+      const std::string tag = std::string(variant % 2 == 0 ? " [prmt-lut" : " [half2-cvt") +
+                              " pipe " + std::to_string(variant / 2) + "]";
       double ms = testing::time_ms([&] { (void)launch_moe_gate_up(gp, 0); }, 50);
       testing::print_bench_line("moe_gate_up " + std::string(c.name) + tag, gu_bytes, ms, ceil);
       ms = testing::time_ms([&] { (void)launch_moe_down(dp, 0); }, 50);

@@ -27,8 +27,9 @@ void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<in
 
 TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("moe"));
-  for (int decode = 0; decode < 2; ++decode)
+  for (int variant = 0; variant < 6; ++variant)
     for (const auto& c : kMoeCases) {
+      const int decode = variant % 2, pipe = variant / 2;
       if (!c.in_test) continue;
       const int H = c.hidden, I = c.inter, E = c.n_experts;
       std::vector<int32_t> ids;
@@ -59,7 +60,7 @@ TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
       dact.poison();
       MoeGateUpParams gp{dgb.get(),  dgs.get(), dgbias.get(), dx.get(), dids.get(),
                          dact.get(), c.batch,   c.k,          H,        I,
-                         E,          1.702f,    7.0f,         decode};
+                         E,          1.702f,    7.0f,         decode,   pipe};
       ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
       const auto act = dact.download();
@@ -68,13 +69,13 @@ TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
       // Down projection fed with the GPU's act (isolates its own error).
       MoeDownParams dp{ddb.get(), dds.get(),  ddbias.get(), dact.get(), dids.get(),
                        dw.get(),  dres.get(), c.batch,      c.k,        H,
-                       I,         E,          decode};
+                       I,         E,          decode,       pipe};
       ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
       const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act, ids, rw, resid, dp);
       const double e2 = testing::rel_err(dres.download(), out_ref);
-      std::printf("moe decode %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n", decode,
-                  c.name, e1, e2);
+      std::printf("moe decode %d pipe %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
+                  decode, pipe, c.name, e1, e2);
       EXPECT_LT(e1, 1e-5) << c.name;
       EXPECT_LT(e2, 1e-5) << c.name;
     }

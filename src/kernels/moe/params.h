@@ -28,6 +28,8 @@ struct MoeGateUpParams {
   float alpha = 1.702f, limit = 7.0f;
   int decode = 1;  // E2M1 decode: 1 = half2 conversions (default: faster, see docs/perf-notes.md),
                    // 0 = prmt LUT
+  int pipe = 1;    // 1 = pipelined cp.async kernels (pipe.cu, default), 2 = their alternative
+                   // configuration, 0 = the register-staged kernels of kernel.cu
   Status validate() const;
 };
 
@@ -41,6 +43,7 @@ struct MoeDownParams {
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   int decode = 1;  // as MoeGateUpParams::decode
+  int pipe = 1;    // as MoeGateUpParams::pipe
   Status validate() const;
 };
 

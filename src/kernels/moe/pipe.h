@@ -1,0 +1,14 @@
+// Pipelined (cp.async ring, one-wave grid) MoE kernels: internal to src/kernels/moe.
+#pragma once
+
+#include "kernels/moe/params.h"
+
+namespace gossamer::kern {
+
+// Launch the pipelined kernels (variant p.pipe: 1 default, 2 alternative). Return a
+// StatusCode::kUnsupported status without launching when the shapes or pointer alignment do not
+// suit them (the caller then uses the kernels of kernel.cu).
+Status launch_moe_gate_up_pipe(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s);
+
+}  // namespace gossamer::kern
