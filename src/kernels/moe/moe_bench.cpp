@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -6,12 +7,14 @@
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
 
-int main() {
+// Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = variant 0..7.
+int main(int argc, char** argv) {
   using namespace gossamer::kern;
   const double ceil = testing::copy_ceiling_gbs();
   std::printf("moe_gate_up_swiglu_mxfp4w_f32a / moe_down_mxfp4w_f32a (copy ceiling %.0f GB/s)\n",
               ceil);
   for (const auto& c : kMoeCases) {
+    if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
     const size_t H = c.hidden, I = c.inter, E = c.n_experts;
     testing::DevBuf<uint8_t> gb(E * 2 * I * H / 2), gs(E * 2 * I * H / 32), db(E * H * I / 2),
         ds(E * H * I / 32);
@@ -38,7 +41,8 @@ int main() {
     const double pairs = static_cast<double>(c.batch) * c.k;
     const double gu_bytes = pairs * 2 * I * H / 2 * 17.0 / 16,
                  dn_bytes = pairs * H * I / 2 * 17.0 / 16;
-    for (int variant = 0; variant < 6; ++variant) {
+    for (int variant = 0; variant < 8; ++variant) {
+      if (argc > 2 && variant != std::atoi(argv[2])) continue;
       gp.decode = dp.decode = variant % 2;
       gp.pipe = dp.pipe = variant / 2;
       const std::string tag = std::string(variant % 2 == 0 ? " [prmt-lut" : " [half2-cvt") +

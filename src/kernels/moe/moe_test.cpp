@@ -27,7 +27,7 @@ void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<in
 
 TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("moe"));
-  for (int variant = 0; variant < 6; ++variant)
+  for (int variant = 0; variant < 8; ++variant)
     for (const auto& c : kMoeCases) {
       const int decode = variant % 2, pipe = variant / 2;
       if (!c.in_test) continue;

@@ -28,8 +28,11 @@ struct MoeGateUpParams {
   float alpha = 1.702f, limit = 7.0f;
   int decode = 1;  // E2M1 decode: 1 = half2 conversions (default: faster, see docs/perf-notes.md),
                    // 0 = prmt LUT
-  int pipe = 1;    // 1 = pipelined cp.async kernels (pipe.cu, default), 2 = their alternative
-                   // configuration, 0 = the register-staged kernels of kernel.cu
+  // Kernel variant (docs/perf-notes.md, "MoE kernels, second pass"): 0 = register-staged
+  // kernels of kernel.cu (default here: fastest gate_up measured), 1 = cp.async ring, one-wave
+  // grid, 8 warps (pipe.cu), 2 = the same with 3-deep ring (gate_up) / 12 warps (down),
+  // 3 = tensor-core mma.sync variant (mma.cu, ignores decode; slower, kept for reference).
+  int pipe = 0;
   Status validate() const;
 };
 
@@ -43,7 +46,7 @@ struct MoeDownParams {
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   int decode = 1;  // as MoeGateUpParams::decode
-  int pipe = 1;    // as MoeGateUpParams::pipe
+  int pipe = 2;    // as MoeGateUpParams::pipe; default 2: 12-warp cp.async ring (fastest down)
   Status validate() const;
 };
 

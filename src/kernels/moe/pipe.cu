@@ -1,4 +1,5 @@
-// Pipelined MoE MXFP4 expert GEMVs (the default path, params.pipe >= 1; see docs/perf-notes.md).
+// Pipelined MoE MXFP4 expert GEMVs (params.pipe 1 and 2; pipe 2 is the default down kernel;
+// see docs/perf-notes.md).
 // Same contracts as kernel.cu; differences:
 //  - persistent-style grids sized from the occupancy API so that every block is resident in ONE
 //    wave, and each warp loops over its tasks;
@@ -19,25 +20,14 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
 #include "kernels/moe/pipe.h"
+#include "kernels/moe/pipe_common.cuh"
 
 namespace gossamer::kern {
 namespace {
 
-constexpr int kPad = 36, kRows = 4;  // kRows: rows per task (4 keeps scale copies 4B-aligned)
+using namespace moe_pipe;  // NOLINT: internal helpers
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
+constexpr int kPad = 36, kRows = 4;  // kRows: rows per task (4 keeps scale copies 4B-aligned)
 
 // Bytes of one ring slot: [4 nb][16] weights then 4 nb scale bytes (padded to 16).
 __host__ __device__ constexpr int slot_bytes(int nb) {
@@ -76,12 +66,12 @@ __device__ __forceinline__ void compute_task(const uint8_t* slot, const float4* 
 // Stages n floats (n % 32 == 0) as [n/32][kPad] groups.
 __device__ __forceinline__ void stage_x(float4* dst, const float* src, int n) {
   const float4* s4 = reinterpret_cast<const float4*>(src);
-  for (int i = threadIdx.x; i < n / 4; i += blockDim.x) dst[(i >> 3) * (kPad / 4) + (i & 7)] = s4[i];
+  for (int i = threadIdx.x; i < n / 4; i += blockDim.x)
+    dst[(i >> 3) * (kPad / 4) + (i & 7)] = s4[i];
 }
 
 template <int kDecode, int kWarps, int kDepth>
-__global__ void __launch_bounds__(kWarps * 32)
-    moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p) {
+__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int b = blockIdx.y, nb = p.hidden / 32, I = p.inter, groups = I / 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -138,8 +128,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_mxfp4w_f32a(MoeDownParam
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int sb = slot_bytes(nb), g0 = blockIdx.x * G;
   const int n_tasks = min(G, H / kRows - g0) * k;  // (row group, slot j), j fastest
-  float4* xs = reinterpret_cast<float4*>(smem);                             // [k][nb][kPad]
-  float* part = reinterpret_cast<float*>(smem + k * nb * kPad * 4);         // [G*4][k]
+  float4* xs = reinterpret_cast<float4*>(smem);    // [k][nb][kPad]
+  float* part = reinterpret_cast<float*>(smem + k * nb * kPad * 4);  // [G*4][k]
   uint8_t* ring = smem + k * nb * kPad * 4 + ((G * kRows * k * 4 + 15) & ~15) + warp * kDepth * sb;
   const int32_t* ids = p.ids + static_cast<size_t>(b) * k;
   auto row0_of = [&](int t) {
@@ -190,29 +180,11 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_mxfp4w_f32a(MoeDownParam
   }
 }
 
-// Largest grid (per batch row) that is resident in one wave, given the occupancy of `fn`.
-Result<int> resident_blocks(const void* fn, int threads, size_t smem) {
-  int dev = 0, sms = 0, per_sm = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
-  GS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
-  if (per_sm < 1) return InvalidArgument("moe pipe: kernel does not fit on an SM");
-  return sms * per_sm;
-}
-
-constexpr size_t kMaxSmem = 227 * 1024;
-// Returned when the shapes or pointers do not suit the pipelined kernels (caller falls back).
-Status NoPipe() { return Unsupported("moe pipe: shapes/pointers unsupported"); }
-
-bool aligned(const void* ptr, uintptr_t a) { return reinterpret_cast<uintptr_t>(ptr) % a == 0; }
-
 template <int kDecode, int kWarps, int kDepth>
 Status gate_up_impl(const MoeGateUpParams& p, cudaStream_t s) {
   const int nb = p.hidden / 32;
-  const size_t smem = static_cast<size_t>(nb) * kPad * 4 +
-                      static_cast<size_t>(kWarps) * kDepth * slot_bytes(nb);
+  const size_t smem =
+      static_cast<size_t>(nb) * kPad * 4 + static_cast<size_t>(kWarps) * kDepth * slot_bytes(nb);
   auto* fn = moe_gate_up_swiglu_mxfp4w_f32a<kDecode, kWarps, kDepth>;
   if (smem > kMaxSmem || !aligned(p.blocks, 16) || !aligned(p.scales, 4)) return NoPipe();
   GS_ASSIGN_OR_RETURN(int max_blocks,
@@ -251,11 +223,13 @@ Status down_impl(const MoeDownParams& p, cudaStream_t s) {
 }  // namespace
 
 Status launch_moe_gate_up_pipe(const MoeGateUpParams& p, cudaStream_t s) {
+  if (p.pipe == 3) return launch_moe_gate_up_mma(p, s);
   if (p.pipe == 2) return p.decode == 1 ? gate_up_impl<1, 8, 3>(p, s) : gate_up_impl<0, 8, 3>(p, s);
   return p.decode == 1 ? gate_up_impl<1, 8, 2>(p, s) : gate_up_impl<0, 8, 2>(p, s);
 }
 
 Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s) {
+  if (p.pipe == 3) return launch_moe_down_mma(p, s);
   if (p.pipe == 2) return p.decode == 1 ? down_impl<1, 12, 2>(p, s) : down_impl<0, 12, 2>(p, s);
   return p.decode == 1 ? down_impl<1, 8, 2>(p, s) : down_impl<0, 8, 2>(p, s);
 }

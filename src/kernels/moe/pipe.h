@@ -5,10 +5,14 @@
 
 namespace gossamer::kern {
 
-// Launch the pipelined kernels (variant p.pipe: 1 default, 2 alternative). Return a
+// Launch the pipelined kernels (variant p.pipe: 1, 2 or 3, see MoeGateUpParams::pipe). Return a
 // StatusCode::kUnsupported status without launching when the shapes or pointer alignment do not
 // suit them (the caller then uses the kernels of kernel.cu).
 Status launch_moe_gate_up_pipe(const MoeGateUpParams& p, cudaStream_t s);
 Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s);
+
+// Tensor-core variant (p.pipe == 3, mma.cu): same contract and fallback rule.
+Status launch_moe_gate_up_mma(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_mma(const MoeDownParams& p, cudaStream_t s);
 
 }  // namespace gossamer::kern
