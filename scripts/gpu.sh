@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU test/bench driver for the CUDA decode path. Two halves:
-#   scripts/gpu.sh pack            # HERE (no GPU needed): build build-cuda/, copy the GPU test
+#   scripts/gpu.sh pack            # HERE (no GPU needed): build $BUILD/, copy the GPU test
 #                                  # binaries, kernel benches and `gossamer` into .gpu-carry/
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
@@ -9,20 +9,21 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
+BUILD=${GPU_BUILD_DIR:-build-cuda}  # any CUDA-enabled build dir (e.g. build/ from setup.sh)
 mode=${1:-run}
 
 if [[ $mode == pack ]]; then
   set -e
   export PATH="/usr/local/cuda/bin:$PATH"
-  [[ -f build-cuda/build.ninja || -f build-cuda/Makefile ]] ||
-    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  targets=$(cmake --build build-cuda --target help | grep -oE '(gossamer_kernel_[a-z_]+_test|[a-z_]+_bench|gossamer_cuda_test|gossamer)\b' | sort -u)
-  cmake --build build-cuda -j"$(nproc)" --target $targets
+  [[ -f $BUILD/build.ninja || -f $BUILD/Makefile ]] ||
+    cmake -S . -B $BUILD -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  targets=$(cmake --build $BUILD --target help | grep -oE '(gossamer_kernel_[a-z_]+_test|[a-z_]+_bench|gossamer_cuda_test|gossamer)\b' | sort -u)
+  cmake --build $BUILD -j"$(nproc)" --target $targets
   rm -rf $CARRY && mkdir -p $CARRY/tests $CARRY/bench
-  find build-cuda/src -type f -perm -u+x \( -name 'gossamer_kernel_*_test' -o -name 'gossamer_cuda_test' \) |
+  find $BUILD/src -type f -perm -u+x \( -name 'gossamer_kernel_*_test' -o -name 'gossamer_cuda_test' \) |
     xargs -r cp -t $CARRY/tests
-  [[ -d build-cuda/bench ]] && cp build-cuda/bench/*_bench $CARRY/bench/ 2>/dev/null || true
-  cp build-cuda/gossamer $CARRY/ 2>/dev/null || true
+  [[ -d $BUILD/bench ]] && cp $BUILD/bench/*_bench $CARRY/bench/ 2>/dev/null || true
+  cp $BUILD/gossamer $CARRY/ 2>/dev/null || true
   strip $CARRY/tests/* $CARRY/bench/* $CARRY/gossamer 2>/dev/null || true
   # Shared libraries the GPU image lacks (pcre2, httplib, ssl, brotli ...): carried along.
   mkdir -p $CARRY/lib
