@@ -9,31 +9,39 @@
 
 namespace gossamer::utf8 {
 
+// Sequence length announced by a lead byte: 1 for ASCII, 2..4 for a valid multi-byte lead,
+// 0 for a byte that can never start a well-formed character (continuation, C0/C1, F5..FF).
+inline size_t lead_len(uint8_t c0) {
+  if (c0 < 0x80) return 1;
+  if (c0 >= 0xC2 && c0 <= 0xDF) return 2;
+  if (c0 >= 0xE0 && c0 <= 0xEF) return 3;
+  if (c0 >= 0xF0 && c0 <= 0xF4) return 4;
+  return 0;
+}
+
+// Whether c1 may follow lead byte c0 (a continuation byte, excluding overlong E0/F0 forms,
+// UTF-16 surrogates after ED and code points above U+10FFFF after F4).
+inline bool second_ok(uint8_t c0, uint8_t c1) {
+  if ((c1 & 0xC0) != 0x80) return false;
+  if (c0 == 0xE0 && c1 < 0xA0) return false;   // overlong
+  if (c0 == 0xED && c1 >= 0xA0) return false;  // surrogate
+  if (c0 == 0xF0 && c1 < 0x90) return false;   // overlong
+  if (c0 == 0xF4 && c1 >= 0x90) return false;  // > U+10FFFF
+  return true;
+}
+
 // Length in bytes of the well-formed UTF-8 character starting at s[i], or 0 when the bytes at
 // s[i] do not start a complete well-formed character (invalid lead byte, stray continuation
 // byte, overlong form, surrogate, > U+10FFFF, or truncated by the end of s).
 inline size_t valid_char_len(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  const size_t n = s.size() - i;
-  const uint8_t c0 = b(i);
-  if (c0 < 0x80) return 1;
-  const auto cont = [&](size_t k) { return (b(k) & 0xC0) == 0x80; };
-  if (c0 >= 0xC2 && c0 <= 0xDF) return (n >= 2 && cont(i + 1)) ? 2 : 0;
-  if (c0 >= 0xE0 && c0 <= 0xEF) {
-    if (n < 3 || !cont(i + 1) || !cont(i + 2)) return 0;
-    const uint8_t c1 = b(i + 1);
-    if (c0 == 0xE0 && c1 < 0xA0) return 0;   // overlong
-    if (c0 == 0xED && c1 >= 0xA0) return 0;  // surrogate
-    return 3;
+  const uint8_t c0 = static_cast<uint8_t>(s[i]);
+  const size_t need = lead_len(c0);
+  if (need <= 1) return need;
+  if (s.size() - i < need || !second_ok(c0, static_cast<uint8_t>(s[i + 1]))) return 0;
+  for (size_t k = 2; k < need; ++k) {
+    if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return 0;
   }
-  if (c0 >= 0xF0 && c0 <= 0xF4) {
-    if (n < 4 || !cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
-    const uint8_t c1 = b(i + 1);
-    if (c0 == 0xF0 && c1 < 0x90) return 0;   // overlong
-    if (c0 == 0xF4 && c1 >= 0x90) return 0;  // > U+10FFFF
-    return 4;
-  }
-  return 0;
+  return need;
 }
 
 // Length of the longest prefix of s that is well-formed UTF-8.
@@ -56,25 +64,11 @@ inline size_t valid_prefix_len(std::string_view s) {
 inline bool is_incomplete_prefix(std::string_view s, size_t i) {
   const size_t n = s.size() - i;
   const uint8_t c0 = static_cast<uint8_t>(s[i]);
-  size_t need = 0;
-  if (c0 >= 0xC2 && c0 <= 0xDF)
-    need = 2;
-  else if (c0 >= 0xE0 && c0 <= 0xEF)
-    need = 3;
-  else if (c0 >= 0xF0 && c0 <= 0xF4)
-    need = 4;
-  else
-    return false;
-  if (n >= need) return false;
-  for (size_t k = 1; k < n; ++k) {
-    const uint8_t c = static_cast<uint8_t>(s[i + k]);
-    if ((c & 0xC0) != 0x80) return false;
-    if (k == 1) {
-      if (c0 == 0xE0 && c < 0xA0) return false;
-      if (c0 == 0xED && c >= 0xA0) return false;
-      if (c0 == 0xF0 && c < 0x90) return false;
-      if (c0 == 0xF4 && c >= 0x90) return false;
-    }
+  const size_t need = lead_len(c0);
+  if (need <= 1 || n >= need) return false;
+  if (n >= 2 && !second_ok(c0, static_cast<uint8_t>(s[i + 1]))) return false;
+  for (size_t k = 2; k < n; ++k) {
+    if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
   }
   return true;
 }
@@ -103,23 +97,12 @@ inline void append_code_point(std::string* out, uint32_t cp) {
 // "maximal subpart" rule, the one Python's and Rust's lossy decoders use).
 inline size_t invalid_subpart_len(std::string_view s, size_t i) {
   const uint8_t c0 = static_cast<uint8_t>(s[i]);
-  size_t need = 0;
-  if (c0 >= 0xC2 && c0 <= 0xDF)
-    need = 2;
-  else if (c0 >= 0xE0 && c0 <= 0xEF)
-    need = 3;
-  else if (c0 >= 0xF0 && c0 <= 0xF4)
-    need = 4;
-  else
-    return 1;
+  const size_t need = lead_len(c0);
+  if (need <= 1) return 1;
   size_t k = 1;
   while (k < need && i + k < s.size()) {
     const uint8_t c = static_cast<uint8_t>(s[i + k]);
-    if ((c & 0xC0) != 0x80) break;
-    if (k == 1 && ((c0 == 0xE0 && c < 0xA0) || (c0 == 0xED && c >= 0xA0) ||
-                   (c0 == 0xF0 && c < 0x90) || (c0 == 0xF4 && c >= 0x90))) {
-      break;
-    }
+    if (k == 1 ? !second_ok(c0, c) : (c & 0xC0) != 0x80) break;
     ++k;
   }
   return k;
