@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@
 namespace gossamer {
 
 using Clock = std::chrono::steady_clock;
+
+// Optional restriction of a request's next token (grammar steering, e.g. tool_choice "required"
+// with several tools: only tokens that continue one of the tool names). Called on the engine
+// thread before each sampled token with the tokens generated so far; returns the allowed ids, or
+// std::nullopt when the next token is unrestricted. Must not block.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  virtual std::optional<std::vector<int32_t>> allowed(std::span<const int32_t> generated) = 0;
+};
 
 // Per-request sampling and stop parameters (OpenAI names).
 struct GenerationParams {
@@ -33,6 +44,7 @@ struct GenerationParams {
   int64_t max_tokens = 256;                          // generated tokens, all channels included
   std::vector<int32_t> stop_token_ids;               // finish (reason stop) when sampled
   std::optional<std::chrono::milliseconds> timeout;  // per-request deadline from arrival
+  std::shared_ptr<TokenConstraint> constraint;       // null: no restriction (see above)
 
   Status validate() const;  // ranges; the message names the field
 };
