@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "common/npy.h"
+#include "common/numerics.h"
 
 namespace gossamer::cpu {
 namespace {
@@ -196,6 +197,12 @@ Status attention_block(const ForwardCtx& ctx, int64_t layer, std::vector<float>&
                                   ts.pos % kv.block_size);
     std::copy_n(&k[t * KV * D], KV * D, kv.k.begin() + off);
     std::copy_n(&v[t * KV * D], KV * D, kv.v.begin() + off);
+    if (ctx.kv_bf16) {
+      for (int64_t i = 0; i < KV * D; ++i) {
+        kv.k[static_cast<size_t>(off + i)] = round_to_bf16(kv.k[static_cast<size_t>(off + i)]);
+        kv.v[static_cast<size_t>(off + i)] = round_to_bf16(kv.v[static_cast<size_t>(off + i)]);
+      }
+    }
   }
   std::vector<float> attn(static_cast<size_t>(T * H * D));
   attend(ctx, pl, q, attn);

@@ -71,6 +71,7 @@ struct ForwardCtx {
   KvPool* kv_sliding = nullptr;
   std::span<const TokenSlot> tokens;
   const Dumper* dumper = nullptr;
+  bool kv_bf16 = false;  // round K/V to bf16 when writing them to the cache
 };
 
 // x [T, hidden] += o_proj(attention(rmsnorm(x))), writing K/V of the T tokens into the cache.

@@ -20,7 +20,8 @@ class CpuModelRunner final : public ModelRunner {
         prepared_(std::move(prepared)),
         spec_(spec),
         pool_(opts.threads),
-        dump_dir_(opts.dump_dir) {
+        dump_dir_(opts.dump_dir),
+        kv_bf16_(opts.kv_bf16) {
     const ModelConfig& c = model_->config;
     kv_full_ = KvPool{spec.num_blocks_full,
                       prepared_.n_full,
@@ -63,6 +64,7 @@ class CpuModelRunner final : public ModelRunner {
   KvCacheSpec spec_;
   ThreadPool pool_;
   std::string dump_dir_;
+  bool kv_bf16_ = false;
   int64_t steps_ = 0;
   KvPool kv_full_, kv_sliding_;
 };
@@ -139,7 +141,7 @@ Status CpuModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) {
       for (int32_t id : ch.tokens) prepared_.embed.row_f32(id, &x[t++ * hd]);
     }
   }
-  cpu::ForwardCtx ctx{&c, &prepared_, &pool_, &kv_full_, &kv_sliding_, tokens, &dumper};
+  cpu::ForwardCtx ctx{&c, &prepared_, &pool_, &kv_full_, &kv_sliding_, tokens, &dumper, kv_bf16_};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     GS_RETURN_IF_ERROR(cpu::attention_block(ctx, l, x));
     GS_RETURN_IF_ERROR(cpu::moe_block(ctx, l, x));

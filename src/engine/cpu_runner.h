@@ -15,6 +15,9 @@ namespace gossamer {
 struct CpuRunnerOptions {
   int threads = 0;       // <= 0: hardware concurrency
   std::string dump_dir;  // non-empty: every step writes per-layer activations there (.npy)
+  // Round K/V to bf16 (nearest-even) as they are written to the cache, the way the CUDA backend
+  // stores them: with it, CPU and GPU differ only by summation order (tests of the GPU path).
+  bool kv_bf16 = false;
 };
 
 // Validates the weights against the config and allocates both KV pools

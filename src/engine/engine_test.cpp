@@ -253,6 +253,41 @@ TEST(CpuRunner, PrefillAndDecodeMatchNaiveForward) {
   }
 }
 
+// kv_bf16 (the GPU's K/V storage, for GPU tests) rounds the cache and nothing else: the logits
+// move away from the fp32 naive forward by a bf16-sized amount (2^-9 relative per element ->
+// ~1e-3 on the logits), far more than the fp32 runner's ~1e-7 and far less than a broken forward.
+TEST(CpuRunner, KvBf16OptionRoundsTheCache) {
+  std::mt19937_64 rng(fresh_seed("CpuRunner.KvBf16"));
+  TinySpec s;
+  s.layers = 2;
+  auto tm = make_tiny_model(s, rng);
+  const int64_t T = 11;
+  auto toks = random_tokens(rng, T, s.vocab);
+  const auto ref = naive_forward(*tm.model, toks);
+  Seq q;
+  for (int32_t b = 0; b < 6; ++b) {
+    q.full.push_back(b);
+    q.sliding.push_back(20 + b);
+  }
+  CpuRunnerOptions o;
+  o.threads = 2;
+  o.kv_bf16 = true;
+  auto r = make_cpu_runner(tm.model, small_spec(), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  SeqChunk ch{toks, 0, q.full, q.sliding, LogitsMode::kAll};
+  StepOutput out;
+  ASSERT_TRUE((*r)->step({&ch, 1}, &out).ok());
+  // Per-position errors; the median is robust to a near-tied routing choice flipping (one row).
+  std::vector<double> e;
+  for (int64_t t = 0; t < T; ++t) e.push_back(rel_err(out.logits, ref, t * s.vocab, s.vocab));
+  std::sort(e.begin(), e.end());
+  const double median = e[e.size() / 2];
+  std::printf("kv_bf16 vs naive fp32 forward: median row rel err %.3g, max %.3g\n", median,
+              e.back());
+  EXPECT_GT(median, 1e-5);
+  EXPECT_LT(median, 2e-2);
+}
+
 // Two sequences in one step (a prefill chunk and a decode token), with sliding blocks that fell
 // out of the window marked kNoBlock, equal running them alone.
 TEST(CpuRunner, MixedBatchAndDroppedSlidingBlocks) {

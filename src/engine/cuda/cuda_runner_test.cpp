@@ -35,32 +35,56 @@ double rel_err(const float* a, const float* b, size_t n) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// Row-wise agreement with the fp32 CPU reference. The GPU keeps K/V in bf16 (the CPU in fp32),
-// which moves logits by ~2-5e-3 relative; in these tiny random models that perturbation
-// occasionally flips a near-tied MoE routing choice (top-4 of 8), which changes that token's
-// logits by 5-25% (observed on the H200, see docs/cuda.md). So: at least 90% of rows within
-// 1e-2, the median within 5e-3, and no row beyond 0.5 (a wrong kernel breaks all three).
-void expect_rows_close(const std::vector<double>& errs, const char* what) {
-  ASSERT_FALSE(errs.empty());
+// Two references. (1) The CPU runner with K/V rounded to bf16 as the GPU stores them
+// (CpuRunnerOptions::kv_bf16): the same arithmetic up to summation order, so rows agree to
+// ~1e-6 (measured on the H200: median 3e-7). Two effects move some rows further, both seen and
+// explained: a K/V value whose fp32 result lies within ~1e-7 of a bf16 rounding boundary rounds
+// the other way (one element off by 2^-8, later rows ~1e-4 off), and a near-tied MoE routing
+// choice (top-4 of 8) flips (that row off by up to ~25%). (2) The fp32 CPU runner (the issue's
+// criterion, relative error <= 1e-2 with bf16 K/V): median ~2e-3 in these tiny random models,
+// routing flips again the exception. A wrong kernel (window, sink, GQA, RoPE, expert) moves
+// nearly every row by > 1e-2, which all the bounds below catch.
+struct RowStats {
+  double median = 0, max = 0;
+  int within = 0, n = 0;
+};
+RowStats row_stats(const std::vector<double>& errs, double bound, const char* what) {
   std::vector<double> e = errs;
   std::sort(e.begin(), e.end());
-  int within = 0;
-  for (double x : e) within += x <= 1e-2;
-  std::printf("%s: %zu rows, median rel_err %.3g, max %.3g, %d within 1e-2\n", what, e.size(),
-              e[e.size() / 2], e.back(), within);
-  EXPECT_GE(within, static_cast<int>(0.9 * static_cast<double>(e.size()))) << what;
-  EXPECT_LE(e[e.size() / 2], 5e-3) << what;
-  EXPECT_LE(e.back(), 0.5) << what;
+  RowStats s;
+  s.n = static_cast<int>(e.size());
+  for (double x : e) s.within += x <= bound;
+  s.median = e.empty() ? 0 : e[e.size() / 2];
+  s.max = e.empty() ? 0 : e.back();
+  std::printf("%s: %d rows, median rel_err %.3g, max %.3g, %d within %.0e\n", what, s.n, s.median,
+              s.max, s.within, bound);
+  return s;
+}
+void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what) {
+  ASSERT_FALSE(errs.empty());
+  const RowStats s = row_stats(errs, 1e-3, what);
+  EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
+  EXPECT_LE(s.median, 1e-4) << what;
+  EXPECT_LE(s.max, 0.5) << what;
+}
+void expect_rows_close_fp32(const std::vector<double>& errs, const char* what) {
+  ASSERT_FALSE(errs.empty());
+  const RowStats s = row_stats(errs, 1e-2, what);
+  EXPECT_GE(s.within, static_cast<int>(0.75 * s.n)) << what;
+  EXPECT_LE(s.median, 5e-3) << what;
+  EXPECT_LE(s.max, 0.5) << what;
 }
 
 struct Fixture {
   fs::path dir;
   std::shared_ptr<LoadedModel> model;
-  std::unique_ptr<ModelRunner> cpu;
+  std::unique_ptr<ModelRunner> cpu;       // fp32 K/V
+  std::unique_ptr<ModelRunner> cpu_bf16;  // K/V rounded to bf16 like the GPU's cache
   std::unique_ptr<CudaModelRunner> gpu;
   KvCacheSpec kv;
   ~Fixture() {
     cpu.reset();
+    cpu_bf16.reset();
     gpu.reset();
     model.reset();
     std::error_code ec;
@@ -103,6 +127,12 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max
   auto cpu = make_cpu_runner(f->model, f->kv, 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   f->cpu = std::move(*cpu);
+  CpuRunnerOptions co;
+  co.threads = 2;
+  co.kv_bf16 = true;
+  auto cpu_bf16 = make_cpu_runner(f->model, f->kv, co);
+  ASSERT_TRUE(cpu_bf16.ok()) << cpu_bf16.status().ToString();
+  f->cpu_bf16 = std::move(*cpu_bf16);
   CudaRunnerOptions o;
   o.kv = f->kv;
   o.max_seq_len = 256;
@@ -122,8 +152,8 @@ int argmax(const float* v, int64_t n, float* margin) {
   return static_cast<int>(best);
 }
 
-// Prefill (all logits) + greedy decode of one sequence on both runners, feeding the CPU's
-// greedy token to both; logits compared every step.
+// Prefill (all logits) + greedy decode of one sequence on the GPU and both CPU runners, feeding
+// the fp32 CPU's greedy token to all three; logits compared every step.
 void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
   const int64_t V = f.model->config.vocab_size;
   std::mt19937_64 rng(seed);
@@ -132,28 +162,34 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
   std::vector<int32_t> table(16);
   for (int i = 0; i < 16; ++i) table[i] = 31 - i;  // non-trivial physical block order
   SeqChunk c{prompt, 0, table, table, LogitsMode::kAll};
-  StepOutput oc, og;
+  StepOutput oc, ob, og;
   ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+  ASSERT_TRUE(f.cpu_bf16->step({&c, 1}, &ob).ok());
   const Status s = f.gpu->step({&c, 1}, &og);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(og.rows, prompt_len);
-  std::vector<double> errs;
-  for (int r = 0; r < prompt_len; ++r)
-    errs.push_back(rel_err(&og.logits[r * V], &oc.logits[r * V], V));
-  expect_rows_close(errs, "prefill rows");
-  errs.clear();
+  std::vector<double> e32, e16;
+  for (int r = 0; r < prompt_len; ++r) {
+    e32.push_back(rel_err(&og.logits[r * V], &oc.logits[r * V], V));
+    e16.push_back(rel_err(&og.logits[r * V], &ob.logits[r * V], V));
+  }
+  expect_rows_match_bf16kv(e16, "prefill rows vs cpu (bf16 K/V)");
+  expect_rows_close_fp32(e32, "prefill rows vs cpu (fp32)");
+  e32.clear();
+  e16.clear();
   int compared = 0, agreed = 0;
-  int32_t tok = 0;
   float margin = 0;
-  tok = argmax(&oc.logits[(prompt_len - 1) * V], V, &margin);
+  int32_t tok = argmax(&oc.logits[(prompt_len - 1) * V], V, &margin);
   for (int step = 0; step < decode_steps; ++step) {
     std::vector<int32_t> one = {tok};
     SeqChunk d{one, prompt_len + step, table, table, LogitsMode::kLast};
     ASSERT_TRUE(f.cpu->step({&d, 1}, &oc).ok());
+    ASSERT_TRUE(f.cpu_bf16->step({&d, 1}, &ob).ok());
     ASSERT_TRUE(f.gpu->step({&d, 1}, &og).ok());
-    errs.push_back(rel_err(og.logits.data(), oc.logits.data(), V));
-    if (errs.back() > 1e-2)
-      std::printf("  outlier: decode step %d rel_err %.3g\n", step, errs.back());
+    e32.push_back(rel_err(og.logits.data(), oc.logits.data(), V));
+    e16.push_back(rel_err(og.logits.data(), ob.logits.data(), V));
+    if (e16.back() > 1e-3)
+      std::printf("  outlier: decode step %d rel_err vs bf16-K/V cpu %.3g\n", step, e16.back());
     float mc = 0, mg = 0;
     const int tc = argmax(oc.logits.data(), V, &mc), tg = argmax(og.logits.data(), V, &mg);
     auto sampled = f.gpu->last_greedy_tokens();
@@ -165,8 +201,9 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
     }
     tok = tc;
   }
-  expect_rows_close(errs, "decode steps");
-  std::printf("greedy agreement %d/%d (non-tied steps)\n", agreed, compared);
+  expect_rows_match_bf16kv(e16, "decode steps vs cpu (bf16 K/V)");
+  expect_rows_close_fp32(e32, "decode steps vs cpu (fp32)");
+  std::printf("greedy agreement with the fp32 cpu %d/%d (non-tied steps)\n", agreed, compared);
   EXPECT_GE(agreed, compared * 9 / 10);
   EXPECT_GE(compared, decode_steps * 3 / 4);
 }
@@ -213,7 +250,7 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
     for (int i = 0; i < lens[s]; ++i) toks[s].push_back(static_cast<int32_t>(rng() % V));
     SeqChunk c{toks[s], 0, tables[s], tables[s], LogitsMode::kNone};
     StepOutput oc, og, os;
-    ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+    ASSERT_TRUE(f.cpu_bf16->step({&c, 1}, &oc).ok());
     ASSERT_TRUE(f.gpu->step({&c, 1}, &og).ok());
     ASSERT_TRUE((*single)->step({&c, 1}, &os).ok());
     EXPECT_EQ(og.rows, 0);
@@ -228,7 +265,7 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
       chunks.push_back(SeqChunk{one[s], lens[s] + step, tables[s], tables[s], LogitsMode::kLast});
     }
     StepOutput oc, og;
-    ASSERT_TRUE(f.cpu->step(chunks, &oc).ok());
+    ASSERT_TRUE(f.cpu_bf16->step(chunks, &oc).ok());
     ASSERT_TRUE(f.gpu->step(chunks, &og).ok());
     ASSERT_EQ(og.rows, 3);
     for (int s = 0; s < 3; ++s) {
@@ -236,8 +273,8 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
       ASSERT_TRUE((*single)->step({&chunks[s], 1}, &os).ok());
       const double ec = rel_err(&og.logits[s * V], &oc.logits[s * V], V);
       const double es = rel_err(&og.logits[s * V], os.logits.data(), V);
-      std::printf("step %d seq %d (pos %d): rel_err vs cpu %.3g, vs gpu batch-1 %.3g\n", step, s,
-                  lens[s] + step, ec, es);
+      std::printf("step %d seq %d (pos %d): rel_err vs cpu (bf16 K/V) %.3g, vs gpu batch-1 %.3g\n",
+                  step, s, lens[s] + step, ec, es);
       cpu_errs.push_back(ec);
       worst_single = std::max(worst_single, es);
     }
@@ -245,7 +282,7 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
   std::printf("batched decode (3 seqs x 5 steps): worst rel_err vs gpu batch-1 %.3g\n",
               worst_single);
   EXPECT_LT(worst_single, 1e-5);
-  expect_rows_close(cpu_errs, "batched decode vs cpu");
+  expect_rows_match_bf16kv(cpu_errs, "batched decode vs cpu (bf16 K/V)");
 }
 
 TEST(CudaRunner, RejectsBadChunks) {
