@@ -2,6 +2,7 @@
 // runner against a naive cache-free forward (engine_test_util) on random in-memory models.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
