@@ -1,4 +1,10 @@
+// attention bench (decode): each case timed two ways. "host": back-to-back launches from the
+// host (launch-bound below ~17 us on the H200: that is the host floor, not the GPU time).
+// "graph": 20 launches captured in a CUDA graph (as the decode step runs), replayed; per launch.
+// Usage: attention_bench [case-substring]
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -6,49 +12,107 @@
 #include "kernels/attention/params.h"
 #include "kernels/common/testing.h"
 
-int main() {
+namespace gossamer::kern {
+namespace {
+
+// Mean ms per launch_attention when replayed from a CUDA graph of kLaunches launches; < 0 when
+// capture fails.
+double graph_ms(const AttnParams& p) {
+  constexpr int kLaunches = 20, kReps = 10;
+  cudaStream_t st = nullptr;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return -1;
+  bool ok = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  for (int i = 0; ok && i < kLaunches; ++i) ok = launch_attention(p, st).ok();
+  ok = cudaStreamEndCapture(st, &g) == cudaSuccess && ok;
+  ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+  double ms = -1;
+  if (ok) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaGraphLaunch(ge, st);
+    cudaEventRecord(e0, st);
+    for (int i = 0; i < kReps; ++i) cudaGraphLaunch(ge, st);
+    cudaEventRecord(e1, st);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms = t / (kReps * kLaunches);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  cudaGetLastError();  // a failed capture must not poison the next case
+  return ms;
+}
+
+void bench_case(const AttnCase& c, int kernel, int stages, double ceil) {
+  const int bs = 16, D = 64, max_blocks = (c.ctx + bs - 1) / bs, nblk = c.batch * max_blocks;
+  AttnParams p;
+  p.batch = c.batch;
+  p.n_heads = c.n_heads;
+  p.n_kv_heads = c.n_kv_heads;
+  p.block_size = bs;
+  p.max_blocks = max_blocks;
+  p.num_blocks = nblk;
+  p.window = c.window;
+  p.kernel = kernel;
+  p.stages = stages;
+  p.splits = c.splits > 0 ? c.splits : attention_splits(c.batch, c.n_kv_heads, 132);
+  const size_t ncache = static_cast<size_t>(nblk) * c.n_kv_heads * bs * D;
+  testing::DevBuf<uint16_t> k(ncache), v(ncache);
+  testing::DevBuf<float> q(static_cast<size_t>(c.batch) * c.n_heads * D), s(c.n_heads),
+      out(q.size()), po(static_cast<size_t>(c.batch) * c.n_heads * p.splits * D),
+      ml(po.size() / 32);
+  testing::DevBuf<int32_t> pos(c.batch), table(static_cast<size_t>(nblk));
+  std::vector<int32_t> t(nblk), ps(c.batch, c.ctx - 1);
+  for (int i = 0; i < nblk; ++i) t[i] = i;
+  table.upload(t);
+  pos.upload(ps);
+  cudaMemset(k.get(), 0, k.bytes());
+  cudaMemset(v.get(), 0, v.bytes());
+  cudaMemset(q.get(), 0, q.bytes());
+  cudaMemset(s.get(), 0, s.bytes());
+  p.q = q.get();
+  p.k_cache = k.get();
+  p.v_cache = v.get();
+  p.block_table = table.get();
+  p.pos = pos.get();
+  p.sinks = s.get();
+  p.part_o = po.get();
+  p.part_ml = ml.get();
+  p.out = out.get();
+  const int keys = c.window > 0 ? std::min(c.window, c.ctx) : c.ctx;
+  const double bytes = 2.0 * 2 * D * c.n_kv_heads * static_cast<double>(keys) * c.batch;
+  const std::string name = "k" + std::to_string(kernel) + " r" + std::to_string(stages) + " " +
+                           c.name + " s" + std::to_string(p.splits);
+  const double ms = testing::time_ms([&] { (void)launch_attention(p, 0); }, 50);
+  testing::print_bench_line(name + " host", bytes, ms, ceil);
+  const double gms = graph_ms(p);
+  if (gms > 0) {
+    testing::print_bench_line(name + " graph", bytes, gms, ceil);
+  } else {
+    std::printf("| %-44s | graph capture failed |\n", name.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace gossamer::kern
+
+int main(int argc, char** argv) {
   using namespace gossamer::kern;
   const double ceil = testing::copy_ceiling_gbs();
-  std::printf("attn_decode_split_bf16kv_f32q + attn_combine_f32 (copy ceiling %.0f GB/s)\n", ceil);
-  for (const auto& c : kAttnCases) {
-    const int bs = 16, D = 64, max_blocks = (c.ctx + bs - 1) / bs, nblk = c.batch * max_blocks;
-    AttnParams p;
-    p.batch = c.batch;
-    p.n_heads = c.n_heads;
-    p.n_kv_heads = c.n_kv_heads;
-    p.block_size = bs;
-    p.max_blocks = max_blocks;
-    p.num_blocks = nblk;
-    p.window = c.window;
-    p.splits = c.splits > 0 ? c.splits : attention_splits(c.batch, c.n_kv_heads, 132);
-    const size_t ncache = static_cast<size_t>(nblk) * c.n_kv_heads * bs * D;
-    testing::DevBuf<uint16_t> k(ncache), v(ncache);
-    testing::DevBuf<float> q(static_cast<size_t>(c.batch) * c.n_heads * D), s(c.n_heads),
-        out(q.size()), po(static_cast<size_t>(c.batch) * c.n_heads * p.splits * D),
-        ml(po.size() / 32);
-    testing::DevBuf<int32_t> pos(c.batch), table(static_cast<size_t>(nblk));
-    std::vector<int32_t> t(nblk), ps(c.batch, c.ctx - 1);
-    for (int i = 0; i < nblk; ++i) t[i] = i;
-    table.upload(t);
-    pos.upload(ps);
-    cudaMemset(k.get(), 0, k.bytes());
-    cudaMemset(v.get(), 0, v.bytes());
-    cudaMemset(q.get(), 0, q.bytes());
-    cudaMemset(s.get(), 0, s.bytes());
-    p.q = q.get();
-    p.k_cache = k.get();
-    p.v_cache = v.get();
-    p.block_table = table.get();
-    p.pos = pos.get();
-    p.sinks = s.get();
-    p.part_o = po.get();
-    p.part_ml = ml.get();
-    p.out = out.get();
-    const double ms = testing::time_ms([&] { (void)launch_attention(p, 0); }, 50);
-    const int keys = c.window > 0 ? std::min(c.window, c.ctx) : c.ctx;
-    const double bytes = 2.0 * 2 * D * c.n_kv_heads * static_cast<double>(keys) * c.batch;
-    testing::print_bench_line("attention " + std::string(c.name) + " s" + std::to_string(p.splits),
-                              bytes, ms, ceil);
-  }
+  std::printf(
+      "kernel 0: attn_decode_split_bf16kv_f32q + attn_combine_f32; kernels 1 (precise) / 2 "
+      "(bf16): flash_attn narrow + combine; rN: cp.async ring depth (copy ceiling %.0f GB/s)\n",
+      ceil);
+  const int cfgs[][2] = {{1, 2}, {1, 3}, {2, 2}, {0, 0}};  // (kernel, stages)
+  for (const auto& cfg : cfgs)
+    for (const auto& c : kAttnCases)
+      if (argc < 2 || std::strstr(c.name, argv[1])) bench_case(c, cfg[0], cfg[1], ceil);
   return 0;
 }

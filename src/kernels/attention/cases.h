@@ -20,8 +20,13 @@ inline constexpr AttnCase kAttnCases[] = {
     {"b2 32/2 (G=16) sliding 64 ctx 500", 2, 32, 2, 64, 500, 0, true},
     {"b64 64/8 ctx 64", 64, 64, 8, 0, 64, 0, true},
     {"gpt-oss b1 64/8 ctx 16384", 1, 64, 8, 0, 16384, 0, true},
+    {"gpt-oss b8 64/8 sliding 128 ctx 5000", 8, 64, 8, 128, 5000, 0, true},
+    {"gpt-oss b1 64/8 ctx 4096", 1, 64, 8, 0, 4096, 0, false},
+    {"gpt-oss b8 64/8 ctx 4096", 8, 64, 8, 0, 4096, 0, false},
     {"gpt-oss b1 64/8 ctx 131072", 1, 64, 8, 0, 131072, 0, false},
     {"gpt-oss b8 64/8 ctx 16384", 8, 64, 8, 0, 16384, 0, false},
+    {"gpt-oss b8 64/8 ctx 131072", 8, 64, 8, 0, 131072, 0, false},
+    {"gpt-oss b1 64/8 sliding 128 ctx 16384", 1, 64, 8, 128, 16384, 0, false},
 };
 
 }  // namespace gossamer::kern

@@ -7,11 +7,15 @@
 // for P.V thread t owns head t/16 (+8, +16 ...) and dims 4*(t%16)..+3, reading V rows (the G
 // heads share each row, so it is fetched once through L1). Output: unnormalised o, (m, l).
 // attn_combine_f32: grid batch*nh, 64 threads (one per dim): merges the splits and the sink.
+// This scalar pair is AttnParams::kernel == 0; the default (kernel 1) forwards to the
+// tensor-core kernel in kernels/flash_attn (narrow variant for decode batches), see
+// docs/attention.md.
 #include <cfloat>
 
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/flash_attn/params.h"
 
 namespace gossamer::kern {
 namespace {
@@ -164,6 +168,32 @@ __global__ void __launch_bounds__(kD) attn_combine_f32(AttnParams p) {
 
 Status launch_attention(const AttnParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (p.kernel != 0) {
+    FlashAttnParams f;
+    f.q = p.q;
+    f.k_cache = p.k_cache;
+    f.v_cache = p.v_cache;
+    f.block_table = p.block_table;
+    f.row_seq = p.row_seq;
+    f.pos = p.pos;
+    f.sinks = p.sinks;
+    f.out = p.out;
+    f.part_o = p.part_o;
+    f.part_ml = p.part_ml;
+    f.tokens = p.batch;
+    f.n_heads = p.n_heads;
+    f.n_kv_heads = p.n_kv_heads;
+    f.block_size = p.block_size;
+    f.max_blocks = p.max_blocks;
+    f.num_blocks = p.num_blocks;
+    f.window = p.window;
+    f.splits = p.splits;
+    f.scale = p.scale;
+    f.variant = p.batch <= 64 ? 1 : 2;
+    f.stages = p.stages;
+    f.precise = p.kernel == 1;
+    return launch_flash_attn(f, s);
+  }
   attn_decode_split_bf16kv_f32q<<<dim3(p.splits, p.n_kv_heads, p.batch), kThreads, 0, s>>>(p);
   GS_RETURN_IF_ERROR(launch_status("attn_decode_split_bf16kv_f32q"));
   attn_combine_f32<<<p.batch * p.n_heads, kD, 0, s>>>(p);

@@ -30,12 +30,18 @@ struct AttnParams {
   int window = 0;  // sliding window in tokens, 0 = full attention
   int splits = 1;  // context splits per (row, kv head); scratch sized for this
   float scale = 0.125f;
+  // 0: the scalar split kernel below; 1: the tensor-core kernel of kernels/flash_attn (narrow
+  // one-warp tiles for batch <= 64, wide tiles above) with precise bf16 hi/lo inputs (~1e-6);
+  // 2: the same with plain bf16 q and P (~2e-3). Same partials layout for all.
+  int kernel = 1;
+  int stages = 0;  // kernels 1-2: cp.async ring depth (FlashAttnParams::stages), 0 default
   Status validate() const;
 };
 
-// Kernels attn_decode_split_bf16kv_f32q (grid splits x kvh x batch) + attn_combine_f32.
+// kernel 0: attn_decode_split_bf16kv_f32q (grid splits x kvh x batch) + attn_combine_f32;
+// kernel 1: launch_flash_attn (kernels/flash_attn/params.h) over the same buffers.
 Status launch_attention(const AttnParams& p, cudaStream_t stream);
-// A split count that fills the GPU for this batch and kv-head count (bounded by max_splits).
+// A split count that gives ~4 CTAs per SM for this batch and kv-head count (<= max_splits).
 int attention_splits(int batch, int n_kv_heads, int num_sms, int max_splits = 64);
 
 // fp64 reference over a host copy of the cache (same layout as the device one).

@@ -21,11 +21,12 @@ Status AttnParams::validate() const {
     return InvalidArgument(ctx + "block_size, max_blocks, num_blocks must be > 0, window >= 0");
   }
   if (splits <= 0 || splits > 1024) return InvalidArgument(ctx + "splits must be in [1, 1024]");
+  if (kernel < 0 || kernel > 2) return InvalidArgument(ctx + "kernel must be 0, 1 or 2");
   return Status::Ok();
 }
 
 int attention_splits(int batch, int n_kv_heads, int num_sms, int max_splits) {
-  const int want = (2 * num_sms + batch * n_kv_heads - 1) / (batch * n_kv_heads);
+  const int want = (4 * num_sms + batch * n_kv_heads - 1) / (batch * n_kv_heads);
   return std::clamp(want, 1, max_splits);
 }
 

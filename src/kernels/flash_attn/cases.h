@@ -1,0 +1,48 @@
+// The flash_attn case table: drives flash_attn_test (in_test) and flash_attn_bench.
+#pragma once
+
+namespace gossamer::kern {
+
+struct FlashCase {
+  const char* name;
+  int seqs;    // sequences in the chunk (tokens of a sequence are contiguous rows)
+  int tokens;  // new tokens per sequence (the chunk)
+  int p0;      // cached positions before the chunk (test: per sequence drawn in [p0/2, p0])
+  int n_heads, n_kv_heads, window;
+  float q_amp;      // q uniform in [-q_amp, q_amp] (larger: peakier softmax)
+  float sink_amp;   // sinks uniform in [-sink_amp, sink_amp]
+  int splits;       // context splits (1: no combine)
+  int variant;      // FlashAttnParams::variant (0 auto, 1 narrow, 2 wide)
+  int check_every;  // test: compare every n-th token with the fp64 reference (+ the last one)
+  bool in_test;
+};
+
+inline constexpr FlashCase kFlashCases[] = {
+    {"T1 64/8 p0 1000 full", 1, 1, 1000, 64, 8, 0, 2.f, 4.f, 1, 0, 1, true},
+    {"T7 64/8 p0 150 sliding 128", 1, 7, 150, 64, 8, 128, 2.f, 4.f, 1, 0, 1, true},
+    {"T7 64/8 p0 150 sliding 128 wide", 1, 7, 150, 64, 8, 128, 2.f, 4.f, 1, 2, 1, true},
+    {"T64 64/8 p0 0 full", 1, 64, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, true},
+    {"T64 64/8 p0 0 full narrow", 1, 64, 0, 64, 8, 0, 2.f, 4.f, 1, 1, 1, true},
+    {"T300 64/8 p0 200 sliding 128", 1, 300, 200, 64, 8, 128, 2.f, 4.f, 1, 0, 3, true},
+    {"T300 8/8 (1:1) p0 100 full", 1, 300, 100, 8, 8, 0, 2.f, 4.f, 1, 0, 1, true},
+    {"3 seqs x T100 64/8 p0 500 full", 3, 100, 500, 64, 8, 0, 2.f, 4.f, 1, 0, 3, true},
+    {"5 seqs x T13 12/3 (G=4) sliding 64", 5, 13, 90, 12, 3, 64, 2.f, 4.f, 1, 0, 1, true},
+    {"T300 64/8 big sinks +-30, q amp 8", 1, 300, 40, 64, 8, 0, 8.f, 30.f, 1, 0, 3, true},
+    {"T40 64/8 p0 3000 full splits 7", 1, 40, 3000, 64, 8, 0, 2.f, 4.f, 7, 0, 1, true},
+    {"T40 64/8 p0 3000 sliding 128 splits 5", 2, 40, 3000, 64, 8, 128, 2.f, 4.f, 5, 0, 1, true},
+    {"T2048 64/8 p0 0 full", 1, 2048, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 61, true},
+    {"T2048 64/8 p0 1000 sliding 128", 1, 2048, 1000, 64, 8, 128, 2.f, 4.f, 1, 0, 61, true},
+    {"T2048 8/1 (G=8) p0 300 full", 1, 2048, 300, 8, 1, 0, 2.f, 4.f, 1, 0, 17, true},
+    // Bench only (one gpt-oss layer: 64 q heads, 8 kv heads).
+    {"T512 p0 0 full", 1, 512, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
+    {"T512 p0 0 sliding 128", 1, 512, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},
+    {"T2048 p0 0 full", 1, 2048, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
+    {"T2048 p0 0 sliding 128", 1, 2048, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},
+    {"T8192 p0 0 full", 1, 8192, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
+    {"T8192 p0 0 sliding 128", 1, 8192, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},
+    {"T2048 p0 16384 full", 1, 2048, 16384, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
+    {"T512 p0 16384 full", 1, 512, 16384, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
+    {"T512 p0 16384 full splits 4", 1, 512, 16384, 64, 8, 0, 2.f, 4.f, 4, 0, 1, false},
+};
+
+}  // namespace gossamer::kern

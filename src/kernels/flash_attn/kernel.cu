@@ -1,0 +1,414 @@
+// flash_attn_paged_bf16kv_f32q<W, S, PRECISE>: grid (query tiles, kvh, splits), W warps.
+// A CTA owns one kv head and a tile of `tq` consecutive tokens; its query rows are
+// token x head-in-group (row r -> token r / G, head kh * G + r % G), 16 rows per warp (rows past
+// the tile are padding). Keys go in tiles of 64 (4 paged blocks of 16 when block_size = 16),
+// K and V copied with cp.async (zero-filled outside the segment's key range) into an S-stage
+// ring of XOR-swizzled smem tiles [64 keys][8 x 16 B] (chunk c of key k at c ^ (k & 7)).
+// Per tile and warp: S[16 x 64] = Q K^T (4 k-steps x 8 n-blocks of m16n8k16, B via ldmatrix),
+// masked only when the tile crosses a row's [lo, pos], online softmax in f32 with exp2 of
+// log2e-prescaled scores (one FFMA per element), then O[16 x 64] += P V (P re-used from the S
+// accumulators as A fragments, V via ldmatrix.trans). Tokens of several sequences in one tile
+// are handled as segments (one pass over the keys per distinct sequence). The context of each
+// segment is cut into `splits` equal runs of tiles (computed on the device from pos): with
+// splits > 1 the CTAs write unnormalised partials and flash_attn_combine_f32 merges them with
+// the sink; with splits == 1 the sink is folded in directly.
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device.cuh"
+#include "kernels/flash_attn/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+constexpr int kD = 64, kBc = 64, kMaxTq = 128, kFar = 1 << 30;
+constexpr int kTileBytes = kBc * kD * 2;     // one K (or V) tile, bf16
+constexpr int kStaticSmem = 4 * kMaxTq * 4;  // s_seq, s_pos, s_lo, s_lead
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// c[16x8] += a[16x16] b[16x8], bf16 inputs, f32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// (lo, hi) -> bf16x2 (lo in the low half), round to nearest even.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+// The bf16x2 residual (x - bf16(x)) of the pair packed in `hi`.
+__device__ __forceinline__ uint32_t pack_resid(float lo, float hi, uint32_t packed) {
+  return pack_bf16(lo - __uint_as_float(packed << 16), hi - __uint_as_float(packed & 0xffff0000u));
+}
+
+// Per-thread view of its two query rows (g and g + 8 of the warp's 16) within one segment.
+struct Rows {
+  int lo[2], pos[2];  // attended key range; inactive rows: [-kFar, kFar] (never masked)
+  bool act[2];        // row belongs to the current segment
+};
+
+template <int W, bool PRECISE>
+struct Frags {
+  uint32_t qh[4][4];                // Q A-fragments per k-step (16 head dims)
+  uint32_t ql[PRECISE ? 4 : 1][4];  // bf16 residual of Q (precise mode)
+  float o[8][4];                    // O accumulators: 8 n-blocks of 8 dims
+  float m[2], l[2];                 // running max (raw score units), partial row sums
+};
+
+// Copies key tile kt (keys kt*64 ..) of K and V into ring slot `base` (smem address).
+template <int W>
+__device__ __forceinline__ void load_tile(const FlashAttnParams& p, const int32_t* table, int kh,
+                                          int kt, int kmin, int kmax, uint32_t base) {
+  const int tid = threadIdx.x, ch = tid & 7;
+#pragma unroll
+  for (int row = tid >> 3; row < kBc; row += W * 4) {
+    const int key = kt * kBc + row;
+    const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
+    bool ok = key >= kmin && key <= kmax && bi < p.max_blocks;
+    const int blk = ok ? table[bi] : 0;
+    ok = ok && blk >= 0 && blk < p.num_blocks;
+    const size_t off = ok ? ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size +
+                             (key - bi * p.block_size)) *
+                                    kD +
+                                ch * 8
+                          : 0;
+    const uint32_t dst = base + (row * 8 + (ch ^ (row & 7))) * 16;
+    cp_async16_zfill(dst, p.k_cache + off, ok);
+    cp_async16_zfill(dst + kTileBytes, p.v_cache + off, ok);
+  }
+}
+
+// s[16 x 64 keys] = Q K^T for the K tile at smem address kb.
+template <int W, bool PRECISE>
+__device__ __forceinline__ void qk_tile(const Frags<W, PRECISE>& f, uint32_t kb, float (&s)[8][4]) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3;
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+    for (int nb = 0; nb < 8; nb += 2) {
+      const int row = (nb + (mi >> 1)) * 8 + (lane & 7), chunk = ks * 2 + (mi & 1);
+      uint32_t b[4];
+      ldsm_x4(kb + (row * 8 + (chunk ^ (lane & 7))) * 16, b);
+      mma_bf16(s[nb], f.qh[ks], b[0], b[1]);
+      mma_bf16(s[nb + 1], f.qh[ks], b[2], b[3]);
+      if constexpr (PRECISE) {
+        mma_bf16(s[nb], f.ql[ks], b[0], b[1]);
+        mma_bf16(s[nb + 1], f.ql[ks], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Masks s against the rows' key ranges (when the tile crosses one), updates the running max and
+// sums, rescales O and turns s into probabilities (exp2 units: scores * c, c = scale * log2e).
+template <int W, bool PRECISE>
+__device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
+                                             float (&s)[8][4]) {
+  const int t4 = threadIdx.x & 3, kb = kt * kBc;
+  bool need = false;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) need |= kb < r.lo[e] || kb + kBc - 1 > r.pos[e];
+  if (__any_sync(0xffffffffu, need)) {
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = kb + nb * 8 + 2 * t4 + (e & 1);
+        if (key < r.lo[e >> 1] || key > r.pos[e >> 1]) s[nb][e] = -INFINITY;
+      }
+  }
+  float mx[2] = {f.m[0], f.m[1]}, mb[2];
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[nb][0], s[nb][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[nb][2], s[nb][3]));
+  }
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 1));
+    mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 2));
+    mb[e] = mx[e] == -INFINITY ? 0.f : mx[e] * c;
+    const float alpha = exp2f(f.m[e] * c - mb[e]);  // m = -inf -> 0 (o and l are 0 then)
+    f.m[e] = mx[e];
+    f.l[e] *= alpha;
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha, f.o[nb][2 * e + 1] *= alpha;
+  }
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nb][e] = exp2f(fmaf(s[nb][e], c, -mb[e >> 1]));
+      f.l[e >> 1] += s[nb][e];
+    }
+}
+
+// O += P V for the V tile at smem address vb (P from the S accumulators).
+template <int W, bool PRECISE>
+__device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const float (&s)[8][4]) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // k-step: keys 16j .. 16j + 15
+    uint32_t a[4], al[4];
+    a[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
+    a[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
+    a[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+    a[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
+    if constexpr (PRECISE) {
+      al[0] = pack_resid(s[2 * j][0], s[2 * j][1], a[0]);
+      al[1] = pack_resid(s[2 * j][2], s[2 * j][3], a[1]);
+      al[2] = pack_resid(s[2 * j + 1][0], s[2 * j + 1][1], a[2]);
+      al[3] = pack_resid(s[2 * j + 1][2], s[2 * j + 1][3], a[3]);
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; nb += 2) {
+      const int row = 16 * j + (mi & 1) * 8 + (lane & 7), chunk = nb + (mi >> 1);
+      uint32_t b[4];
+      ldsm_x4_t(vb + (row * 8 + (chunk ^ (lane & 7))) * 16, b);
+      mma_bf16(f.o[nb], a, b[0], b[1]);
+      mma_bf16(f.o[nb + 1], a, b[2], b[3]);
+      if constexpr (PRECISE) {
+        mma_bf16(f.o[nb], al, b[0], b[1]);
+        mma_bf16(f.o[nb + 1], al, b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Writes this thread's rows of the segment: normalised with the sink (splits == 1) or as
+// unnormalised partials (o, m in log2 units, l) for the combine kernel.
+template <int W, bool PRECISE>
+__device__ __forceinline__ void write_rows(const FlashAttnParams& p, Frags<W, PRECISE>& f,
+                                           const Rows& r, const int (&tok)[2], const int (&h)[2],
+                                           float c) {
+  const int t4 = threadIdx.x & 3, split = blockIdx.z;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 1);
+    f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 2);
+    if (!r.act[e]) continue;
+    const float ml2 = f.m[e] == -INFINITY ? -INFINITY : f.m[e] * c;
+    const size_t row = static_cast<size_t>(tok[e]) * p.n_heads + h[e];
+    if (p.splits == 1) {
+      const float sk = p.sinks[h[e]] * kLog2e, mm = fmaxf(ml2, sk);
+      const float w = exp2f(ml2 - mm), den = fmaf(f.l[e], w, exp2f(sk - mm)), fac = w / den;
+      float* dst = p.out + row * kD + 2 * t4;
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb)
+        *reinterpret_cast<float2*>(dst + nb * 8) =
+            make_float2(f.o[nb][2 * e] * fac, f.o[nb][2 * e + 1] * fac);
+    } else {
+      const size_t prow = row * p.splits + split;
+      float* dst = p.part_o + prow * kD + 2 * t4;
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb)
+        *reinterpret_cast<float2*>(dst + nb * 8) = make_float2(f.o[nb][2 * e], f.o[nb][2 * e + 1]);
+      if (t4 == 0) {
+        p.part_ml[prow * 2] = ml2 == -INFINITY ? -FLT_MAX : ml2;
+        p.part_ml[prow * 2 + 1] = f.l[e];
+      }
+    }
+  }
+}
+
+// Loads this thread's Q rows (f32 -> bf16 A fragments; zeros for padding rows).
+template <int W, bool PRECISE>
+__device__ __forceinline__ void load_q(const FlashAttnParams& p, Frags<W, PRECISE>& f,
+                                       const int (&tok)[2], const int (&h)[2],
+                                       const bool (&ok)[2]) {
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float2 x = make_float2(0.f, 0.f);
+        if (ok[e]) {
+          x = *reinterpret_cast<const float2*>(
+              p.q + (static_cast<size_t>(tok[e]) * p.n_heads + h[e]) * kD + ks * 16 + half * 8 +
+              2 * t4);
+        }
+        f.qh[ks][2 * half + e] = pack_bf16(x.x, x.y);
+        if constexpr (PRECISE)
+          f.ql[ks][2 * half + e] = pack_resid(x.x, x.y, f.qh[ks][2 * half + e]);
+      }
+}
+
+template <int W, int S, bool PRECISE, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB)
+    flash_attn_paged_bf16kv_f32q(FlashAttnParams p, int tq) {
+  extern __shared__ __align__(128) uint8_t ring[];  // [S][K | V][64 keys][8 swizzled 16-B chunks]
+  __shared__ int s_seq[kMaxTq], s_pos[kMaxTq], s_lo[kMaxTq], s_lead[kMaxTq];
+  const int tid = threadIdx.x, lane = tid & 31, G = p.n_heads / p.n_kv_heads, kh = blockIdx.y;
+  const int tok0 = (gridDim.x - 1 - blockIdx.x) * tq;  // late (long-context) tiles first
+  const int ntok = min(tq, p.tokens - tok0);
+  for (int i = tid; i < ntok; i += W * 32) {
+    const int ps = p.pos[tok0 + i];
+    s_seq[i] = p.row_seq ? p.row_seq[tok0 + i] : tok0 + i;
+    s_pos[i] = ps;
+    s_lo[i] = p.window > 0 ? max(0, ps - p.window + 1) : 0;
+  }
+  __syncthreads();
+  for (int i = tid; i < ntok; i += W * 32) {
+    int lead = 1;
+    for (int j = 0; j < i && lead; ++j) lead = s_seq[j] != s_seq[i];
+    s_lead[i] = lead;
+  }
+  __syncthreads();
+  int rt[2], tok[2], h[2];
+  bool ok[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int r = (tid >> 5) * 16 + (lane >> 2) + 8 * e;
+    rt[e] = r / G;
+    ok[e] = rt[e] < ntok;
+    tok[e] = tok0 + rt[e];
+    h[e] = kh * G + r % G;
+  }
+  Frags<W, PRECISE> f;
+  load_q(p, f, tok, h, ok);
+  const float c = p.scale * kLog2e;
+  const uint32_t ring0 = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  for (int ld = 0; ld < ntok; ++ld) {
+    if (!s_lead[ld]) continue;
+    const int seq = s_seq[ld];
+    int kmin = kFar, kmax = -kFar;
+    for (int i = lane; i < ntok; i += 32)
+      if (s_seq[i] == seq) kmin = min(kmin, s_lo[i]), kmax = max(kmax, s_pos[i]);
+    kmin = __reduce_min_sync(0xffffffffu, kmin);
+    kmax = __reduce_max_sync(0xffffffffu, kmax);
+    Rows r;
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      r.act[e] = ok[e] && s_seq[rt[e]] == seq;
+      r.lo[e] = r.act[e] ? s_lo[rt[e]] : -kFar;
+      r.pos[e] = r.act[e] ? s_pos[rt[e]] : kFar;
+      f.m[e] = -INFINITY;
+      f.l[e] = 0.f;
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) f.o[nb][0] = f.o[nb][1] = f.o[nb][2] = f.o[nb][3] = 0.f;
+    const int tb0 = max(kmin, 0) / kBc, n = kmax >= max(kmin, 0) ? kmax / kBc - tb0 + 1 : 0;
+    const int chunk = (n + p.splits - 1) / p.splits;
+    const int tbeg = tb0 + blockIdx.z * chunk, nt = max(0, min(tb0 + n, tbeg + chunk) - tbeg);
+    const int32_t* table = p.block_table + static_cast<size_t>(seq) * p.max_blocks;
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) {
+      if (i < nt) load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + i * 2 * kTileBytes);
+      cp_commit();
+    }
+    for (int i = 0; i < nt; ++i) {
+      cp_wait<S - 2>();
+      __syncthreads();
+      const int nx = i + S - 1;
+      if (nx < nt)
+        load_tile<W>(p, table, kh, tbeg + nx, kmin, kmax, ring0 + (nx % S) * 2 * kTileBytes);
+      cp_commit();
+      const uint32_t kb = ring0 + (i % S) * 2 * kTileBytes;
+      float s[8][4];
+      qk_tile(f, kb, s);
+      softmax_tile(f, r, tbeg + i, c, s);
+      pv_tile(f, kb + kTileBytes, s);
+    }
+    write_rows(p, f, r, tok, h, c);
+    cp_wait<0>();
+    __syncthreads();  // the ring is reused by the next segment
+  }
+}
+
+// Merges the splits of each (token, head) with the sink: grid tokens * nh, 64 threads.
+__global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) {
+  const int bh = blockIdx.x, d = threadIdx.x, hh = bh % p.n_heads;
+  const float* ml = p.part_ml + static_cast<size_t>(bh) * p.splits * 2;
+  const float sink = p.sinks[hh] * kLog2e;
+  float m = sink;
+  for (int s = 0; s < p.splits; ++s) m = fmaxf(m, ml[2 * s]);
+  float den = exp2f(sink - m), o = 0.f;
+  const float* po = p.part_o + static_cast<size_t>(bh) * p.splits * kD;
+  for (int s = 0; s < p.splits; ++s) {
+    const float w = exp2f(ml[2 * s] - m);
+    den = fmaf(ml[2 * s + 1], w, den);
+    o = fmaf(po[static_cast<size_t>(s) * kD + d], w, o);
+  }
+  p.out[static_cast<size_t>(bh) * kD + d] = o / den;
+}
+
+template <int W, int S, bool PRECISE, int MINB>
+Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
+  auto fn = flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB>;
+  constexpr int smem = S * 2 * kTileBytes;
+  if constexpr (smem + kStaticSmem > 48 * 1024) {  // opt-in above the default 48 KB
+    GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  }
+  const dim3 grid((p.tokens + tq - 1) / tq, p.n_kv_heads, p.splits);
+  fn<<<grid, W * 32, smem, st>>>(p, tq);
+  return launch_status("flash_attn_paged_bf16kv_f32q");
+}
+
+template <int W, int MINB, bool PRECISE>
+Status launch_stages(const FlashAttnParams& p, int tq, int stages, cudaStream_t st) {
+  if (stages == 2) return launch_cfg<W, 2, PRECISE, MINB>(p, tq, st);
+  if (stages == 3) return launch_cfg<W, 3, PRECISE, MINB>(p, tq, st);
+  return launch_cfg<W, 4, PRECISE, MINB>(p, tq, st);
+}
+
+// CTA shape of a variant: warps (16 query rows each), min CTAs per SM (register cap), tokens.
+template <bool PRECISE>
+Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStream_t st) {
+  const int G = p.n_heads / p.n_kv_heads;
+  switch (variant) {
+    case 1:
+      return launch_stages<1, 4, PRECISE>(p, 1, stages > 0 ? stages : 2, st);
+    case 3:
+      return launch_stages<4, 2, PRECISE>(p, 64 / G, stages > 0 ? stages : 2, st);
+    case 4:
+      return launch_stages<8, 1, PRECISE>(p, 128 / G, stages > 0 ? stages : 2, st);
+    default:
+      return launch_stages<8, 2, PRECISE>(p, 128 / G, stages > 0 ? stages : 3, st);
+  }
+}
+
+}  // namespace
+
+Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t st) {
+  GS_RETURN_IF_ERROR(p.validate());
+  const int variant = p.variant != 0 ? p.variant : (p.tokens <= 16 ? 1 : 2);
+  const Status st_k = p.precise ? launch_variant<true>(p, variant, p.stages, st)
+                                : launch_variant<false>(p, variant, p.stages, st);
+  GS_RETURN_IF_ERROR(st_k);
+  if (p.splits == 1) return Status::Ok();
+  flash_attn_combine_f32<<<p.tokens * p.n_heads, kD, 0, st>>>(p);
+  return launch_status("flash_attn_combine_f32");
+}
+
+}  // namespace gossamer::kern
