@@ -16,7 +16,11 @@ inline constexpr MoeCase kMoeCases[] = {
     {"odd b3 k3 96x160 E5", 3, 3, 96, 160, 5, true},
     {"b64 k4 256x128 E16", 64, 4, 256, 128, 16, true},
     {"120b layer b1 k4 E128", 1, 4, 2880, 2880, 128, false},
+    {"120b layer b4 k4 E128", 4, 4, 2880, 2880, 128, false},
     {"120b layer b8 k4 E128", 8, 4, 2880, 2880, 128, false},
+    {"20b layer b1 k4 E32", 1, 4, 2880, 2880, 32, false},
+    {"20b layer b4 k4 E32", 4, 4, 2880, 2880, 32, false},
+    {"20b layer b8 k4 E32", 8, 4, 2880, 2880, 32, false},
 };
 
 }  // namespace gossamer::kern

@@ -218,7 +218,7 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (p.pipe != 0) {
-    Status st = launch_moe_gate_up_pipe(p, s);
+    Status st = p.pipe >= 4 ? launch_moe_gate_up_tc(p, s) : launch_moe_gate_up_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
   return p.decode == 1 ? launch_gate_up<1>(p, s) : launch_gate_up<0>(p, s);
@@ -227,7 +227,7 @@ Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (p.pipe != 0) {
-    Status st = launch_moe_down_pipe(p, s);
+    Status st = p.pipe >= 4 ? launch_moe_down_tc(p, s) : launch_moe_down_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
   return p.decode == 1 ? launch_down<1>(p, s) : launch_down<0>(p, s);

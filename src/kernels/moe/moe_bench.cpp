@@ -7,7 +7,21 @@
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
 
-// Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = variant 0..7.
+namespace {
+
+// Kernel variants: {decode, pipe} (params.h).
+struct Variant {
+  int decode, pipe;
+};
+constexpr Variant kVariants[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2},
+                                 {1, 2}, {0, 3}, {1, 3}, {1, 4}, {1, 5}};
+// Launches cycle through kSets routing sets of distinct experts, so that consecutive launches
+// read different weights (the 20b / 120b working sets, 8 x 4 experts x 8.8 MB, exceed the L2).
+constexpr int kSets = 8;
+
+}  // namespace
+
+// Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = pipe.
 int main(int argc, char** argv) {
   using namespace gossamer::kern;
   const double ceil = testing::copy_ceiling_gbs();
@@ -15,13 +29,13 @@ int main(int argc, char** argv) {
               ceil);
   for (const auto& c : kMoeCases) {
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
-    const size_t H = c.hidden, I = c.inter, E = c.n_experts;
+    const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
     testing::DevBuf<uint8_t> gb(E * 2 * I * H / 2), gs(E * 2 * I * H / 32), db(E * H * I / 2),
         ds(E * H * I / 32);
     testing::DevBuf<float> gbias(E * 2 * I), dbias(E * H), x(c.batch * H), res(c.batch * H),
-        w(c.batch * c.k), act(c.batch * c.k * I);
-    testing::DevBuf<int32_t> ids(c.batch * c.k);
-    std::vector<int32_t> hid(c.batch * c.k);
+        w(pairs), act(pairs * I);
+    testing::DevBuf<int32_t> ids(kSets * pairs);
+    std::vector<int32_t> hid(kSets * pairs);
     for (size_t i = 0; i < hid.size(); ++i) hid[i] = static_cast<int32_t>((i * 7) % E);
     ids.upload(hid);
     cudaMemset(gb.get(), 0x11, gb.bytes());
@@ -38,18 +52,28 @@ int main(int argc, char** argv) {
     MoeDownParams dp{db.get(),  ds.get(), dbias.get(), act.get(), ids.get(), w.get(),
                      res.get(), c.batch,  c.k,         c.hidden,  c.inter,   c.n_experts};
     // Bytes actually read: the routed (row, expert) pairs' weights (17/16 bytes per 2 values).
-    const double pairs = static_cast<double>(c.batch) * c.k;
-    const double gu_bytes = pairs * 2 * I * H / 2 * 17.0 / 16,
-                 dn_bytes = pairs * H * I / 2 * 17.0 / 16;
-    for (int variant = 0; variant < 8; ++variant) {
-      if (argc > 2 && variant != std::atoi(argv[2])) continue;
-      gp.decode = dp.decode = variant % 2;
-      gp.pipe = dp.pipe = variant / 2;
-      const std::string tag = std::string(variant % 2 == 0 ? " [prmt-lut" : " [half2-cvt") +
-                              " pipe " + std::to_string(variant / 2) + "]";
-      double ms = testing::time_ms([&] { (void)launch_moe_gate_up(gp, 0); }, 50);
+    const double gu_bytes = static_cast<double>(pairs) * 2 * I * H / 2 * 17.0 / 16,
+                 dn_bytes = static_cast<double>(pairs) * H * I / 2 * 17.0 / 16;
+    for (const Variant& v : kVariants) {
+      if (argc > 2 && v.pipe != std::atoi(argv[2])) continue;
+      gp.decode = dp.decode = v.decode;
+      gp.pipe = dp.pipe = v.pipe;
+      const std::string tag = std::string(v.decode == 0 ? " [prmt-lut" : " [half2-cvt") + " pipe " +
+                              std::to_string(v.pipe) + "]";
+      int it = 0;
+      double ms = testing::time_ms(
+          [&] {
+            gp.ids = ids.get() + (it++ % kSets) * pairs;
+            (void)launch_moe_gate_up(gp, 0);
+          },
+          64);
       testing::print_bench_line("moe_gate_up " + std::string(c.name) + tag, gu_bytes, ms, ceil);
-      ms = testing::time_ms([&] { (void)launch_moe_down(dp, 0); }, 50);
+      ms = testing::time_ms(
+          [&] {
+            dp.ids = ids.get() + (it++ % kSets) * pairs;
+            (void)launch_moe_down(dp, 0);
+          },
+          64);
       testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
     }
   }

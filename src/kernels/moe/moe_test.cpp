@@ -1,16 +1,27 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "common/numerics.h"
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
+#include "kernels/moe/tc_decode.h"
 
 namespace gossamer::kern {
 namespace {
 
 using testing::DevBuf;
+
+// Kernel variants under test: {decode, pipe} (params.h).
+struct Variant {
+  int decode, pipe;
+};
+constexpr Variant kVariants[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2},
+                                 {1, 2}, {0, 3}, {1, 3}, {1, 4}, {1, 5}};
 
 // Distinct random experts per row and softmax-like positive weights.
 void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<int32_t>* ids,
@@ -25,60 +36,181 @@ void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<in
   }
 }
 
-TEST(Moe, GateUpSwigluAndDownMatchFp64Reference) {
-  std::mt19937_64 rng(testing::fresh_seed("moe"));
-  for (int variant = 0; variant < 8; ++variant)
-    for (const auto& c : kMoeCases) {
-      const int decode = variant % 2, pipe = variant / 2;
-      if (!c.in_test) continue;
-      const int H = c.hidden, I = c.inter, E = c.n_experts;
-      std::vector<int32_t> ids;
-      std::vector<float> rw;
-      route(rng, c.batch, c.k, E, &ids, &rw);
-      auto gu_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 2, 0, 255);
-      auto gu_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * 2 * I * H / 32, 116, 123);
-      auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
-      auto dn_blk = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 2, 0, 255);
-      auto dn_sc = testing::rand_bytes(rng, static_cast<size_t>(E) * H * I / 32, 116, 123);
-      auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
-      auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-      auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-      DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
-      DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
-          dw(rw.size()), dact(static_cast<size_t>(c.batch) * c.k * I);
-      DevBuf<int32_t> dids(ids.size());
-      dgb.upload(gu_blk);
-      dgs.upload(gu_sc);
-      ddb.upload(dn_blk);
-      dds.upload(dn_sc);
-      dgbias.upload(gu_b);
-      ddbias.upload(dn_b);
-      dx.upload(x);
-      dres.upload(resid);
-      dw.upload(rw);
-      dids.upload(ids);
-      dact.poison();
-      MoeGateUpParams gp{dgb.get(),  dgs.get(), dgbias.get(), dx.get(), dids.get(),
-                         dact.get(), c.batch,   c.k,          H,        I,
-                         E,          1.702f,    7.0f,         decode,   pipe};
-      ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-      const auto act = dact.download();
-      const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
-      const double e1 = testing::rel_err(act, act_ref);
-      // Down projection fed with the GPU's act (isolates its own error).
-      MoeDownParams dp{ddb.get(), dds.get(),  ddbias.get(), dact.get(), dids.get(),
-                       dw.get(),  dres.get(), c.batch,      c.k,        H,
-                       I,         E,          decode,       pipe};
-      ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-      const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act, ids, rw, resid, dp);
-      const double e2 = testing::rel_err(dres.download(), out_ref);
-      std::printf("moe decode %d pipe %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
-                  decode, pipe, c.name, e1, e2);
-      EXPECT_LT(e1, 1e-5) << c.name;
-      EXPECT_LT(e2, 1e-5) << c.name;
+// Scale bytes of a realistic spread; a fraction `extreme` of them replaced by bytes drawn from
+// [ext_lo, ext_hi] (outside the tensor-core fast range: exercises the exact fallback).
+std::vector<uint8_t> rand_scales(std::mt19937_64& rng, size_t n, double extreme, int ext_lo,
+                                 int ext_hi) {
+  auto s = testing::rand_bytes(rng, n, 110, 135);
+  std::bernoulli_distribution pick(extreme);
+  std::uniform_int_distribution<int> ext(ext_lo, ext_hi);
+  for (auto& v : s)
+    if (pick(rng)) v = static_cast<uint8_t>(ext(rng));
+  return s;
+}
+
+// MXFP4 blocks of `rows` rows of `cols` values with ~1% all-zero rows.
+std::vector<uint8_t> rand_blocks(std::mt19937_64& rng, size_t rows, int cols) {
+  auto b = testing::rand_bytes(rng, rows * cols / 2, 0, 255);
+  std::bernoulli_distribution zero(0.01);
+  for (size_t r = 0; r < rows; ++r)
+    if (zero(rng)) std::fill_n(b.begin() + r * cols / 2, cols / 2, uint8_t{0});
+  return b;
+}
+
+struct Errors {
+  double gate_up = 0, down = 0;
+};
+
+// Runs every variant on one fresh random problem against the fp64 references; returns the worst
+// relative errors. The down kernels all get the reference act (rounded to f32) as input.
+Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ext_lo, int ext_hi) {
+  const int H = c.hidden, I = c.inter, E = c.n_experts;
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  route(rng, c.batch, c.k, E, &ids, &rw);
+  const auto gu_blk = rand_blocks(rng, static_cast<size_t>(E) * 2 * I, H);
+  const auto gu_sc =
+      rand_scales(rng, static_cast<size_t>(E) * 2 * I * H / 32, extreme, ext_lo, ext_hi);
+  const auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
+  const auto dn_blk = rand_blocks(rng, static_cast<size_t>(E) * H, I);
+  const auto dn_sc = rand_scales(rng, static_cast<size_t>(E) * H * I / 32, extreme, ext_lo, ext_hi);
+  const auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
+  const auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
+  const auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
+  DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
+  DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
+      dw(rw.size()), dact(static_cast<size_t>(c.batch) * c.k * I), dact_in(dact.size());
+  DevBuf<int32_t> dids(ids.size());
+  dgb.upload(gu_blk);
+  dgs.upload(gu_sc);
+  ddb.upload(dn_blk);
+  dds.upload(dn_sc);
+  dgbias.upload(gu_b);
+  ddbias.upload(dn_b);
+  dx.upload(x);
+  dw.upload(rw);
+  dids.upload(ids);
+  MoeGateUpParams gp{
+      dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(), c.batch, c.k, H, I, E};
+  MoeDownParams dp{ddb.get(), dds.get(),  ddbias.get(), dact_in.get(), dids.get(),
+                   dw.get(),  dres.get(), c.batch,      c.k,           H,
+                   I,         E};
+  const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
+  const std::vector<float> act_in(act_ref.begin(), act_ref.end());
+  dact_in.upload(act_in);
+  const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act_in, ids, rw, resid, dp);
+  Errors worst;
+  for (const Variant& v : kVariants) {
+    gp.decode = dp.decode = v.decode;
+    gp.pipe = dp.pipe = v.pipe;
+    dact.poison();
+    EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+    const double e1 = testing::rel_err(dact.download(), act_ref);
+    dres.upload(resid);
+    EXPECT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+    const double e2 = testing::rel_err(dres.download(), out_ref);
+    std::printf("moe decode %d pipe %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
+                v.decode, v.pipe, c.name, e1, e2);
+    EXPECT_LT(e1, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
+    EXPECT_LT(e2, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
+    worst.gate_up = std::max(worst.gate_up, e1);  // NaN-safe: rel_err maps NaN to +inf
+    worst.down = std::max(worst.down, e2);
+  }
+  return worst;
+}
+
+// Every variant on the in_test cases of the table with hidden below (small) / at least
+// (gpt-oss) 1024; the small ones are quick enough for compute-sanitizer racecheck.
+void check_table(bool small) {
+  std::mt19937_64 rng(testing::fresh_seed(small ? "moe small" : "moe gpt-oss"));
+  Errors worst;
+  for (const auto& c : kMoeCases) {
+    if (!c.in_test || (c.hidden < 1024) != small) continue;
+    const Errors e = check_case(rng, c, 0.0, 0, 0);
+    worst.gate_up = std::max(worst.gate_up, e.gate_up);
+    worst.down = std::max(worst.down, e.down);
+  }
+  std::printf("moe worst rel_err over all variants and %s cases: gate_up %.3g down %.3g\n",
+              small ? "small" : "gpt-oss", worst.gate_up, worst.down);
+}
+
+TEST(Moe, SmallShapesMatchFp64Reference) {
+  check_table(true);
+}
+TEST(Moe, GptOssShapesMatchFp64Reference) {
+  check_table(false);
+}
+
+// 2% of the scale bytes far outside the realistic range, below (0..33: tiny weights, bf16
+// subnormal territory) and above (161..190: the tensor-core scale multiplier would overflow):
+// the tensor-core kernels must fall back to the exact path and still match.
+TEST(Moe, ExtremeScaleBytesMatchFp64Reference) {
+  std::mt19937_64 rng(testing::fresh_seed("moe extreme scales"));
+  const MoeCase c{"b2 k4 2880x2880 E8 extreme scales", 2, 4, 2880, 2880, 8, true};
+  const Errors lo = check_case(rng, c, 0.02, 0, 33);
+  const Errors hi = check_case(rng, c, 0.02, 161, 190);
+  std::printf("moe extreme scales worst rel_err: low %.3g / %.3g, high %.3g / %.3g\n", lo.gate_up,
+              lo.down, hi.gate_up, hi.down);
+}
+
+float bf16_bits_to_float(uint32_t b16) {
+  const uint32_t u = b16 << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Host check (no GPU needed) of the tensor-core decode bit tricks against numerics.h: every
+// E2M1 code at every nibble position (other nibbles random) lands in its bf16 half as
+// value * 2^-126, and for every scale byte of the fast range the bf16 multiply by the scale
+// factor is exact and normal (the product is a bf16 with all 16 low float bits zero).
+TEST(Moe, TensorCoreDecodeIsExactOnHost) {
+  using namespace moe_tc;
+  std::mt19937_64 rng(testing::fresh_seed("moe tc decode"));
+  for (int pos = 0; pos < 8; ++pos) {
+    for (uint32_t code = 0; code < 16; ++code) {
+      for (int rep = 0; rep < 64; ++rep) {
+        const uint32_t w =
+            (static_cast<uint32_t>(rng()) & ~(0xFu << (4 * pos))) | (code << (4 * pos));
+        uint32_t P[4];
+        e2m1_bf16x2(w, P);
+        const uint32_t half = pos < 4 ? P[pos % 4] & 0xffffu : P[pos % 4] >> 16;
+        const float v = bf16_bits_to_float(half);
+        ASSERT_EQ(std::ldexp(static_cast<double>(v), 126),
+                  e2m1_to_float(static_cast<uint8_t>(code)))
+            << "word " << w << " nibble " << pos;
+        ASSERT_EQ(std::signbit(v), code >= 8) << "word " << w << " nibble " << pos;
+      }
     }
+  }
+  int fast = 0;
+  for (uint32_t sc = 0; sc < 256; ++sc) {
+    if (!scale_in_fast_range(sc)) continue;
+    ++fast;
+    const uint32_t m = scale_mult_bf16x2(sc);
+    ASSERT_EQ(m >> 16, m & 0xffffu);
+    for (uint32_t code = 0; code < 16; ++code) {
+      uint32_t P[4];
+      e2m1_bf16x2(code, P);
+      const float prod = bf16_bits_to_float(P[0] & 0xffffu) * bf16_bits_to_float(m & 0xffffu);
+      ASSERT_EQ(static_cast<double>(prod),
+                std::ldexp(static_cast<double>(e2m1_to_float(static_cast<uint8_t>(code))),
+                           static_cast<int>(sc) - 127 - kX))
+          << "scale " << sc << " code " << code;
+      uint32_t u;
+      std::memcpy(&u, &prod, sizeof u);
+      ASSERT_EQ(u & 0xffffu, 0u) << "scale " << sc << " code " << code;
+      if ((code & 7) != 0) {
+        ASSERT_NE((u >> 23) & 0xffu, 0u) << "subnormal: scale " << sc;
+      }
+    }
+  }
+  EXPECT_EQ(fast, kScaleHi - kScaleLo + 1);
+  // Just outside the range the decode would not be exact: the range is not too wide.
+  EXPECT_FALSE(scale_in_fast_range(kScaleLo - 1));
+  EXPECT_FALSE(scale_in_fast_range(kScaleHi + 1));
 }
 
 TEST(Moe, RejectsBadParams) {
@@ -89,6 +221,9 @@ TEST(Moe, RejectsBadParams) {
   int32_t i = 0;
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2890, 8, 1.702f, 7.f};
   EXPECT_NE(g.validate().message().find("multiples of 32"), std::string::npos);
+  g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2880, 8, 1.702f, 7.f};
+  g.pipe = 6;
+  EXPECT_NE(g.validate().message().find("pipe"), std::string::npos);
   MoeDownParams d;
   EXPECT_FALSE(d.validate().ok());
 }

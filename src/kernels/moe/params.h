@@ -31,7 +31,10 @@ struct MoeGateUpParams {
   // Kernel variant (docs/perf-notes.md, "MoE kernels, second pass"): 0 = register-staged
   // kernels of kernel.cu (default here: fastest gate_up measured), 1 = cp.async ring, one-wave
   // grid, 8 warps (pipe.cu), 2 = the same with 3-deep ring (gate_up) / 12 warps (down),
-  // 3 = tensor-core mma.sync variant (mma.cu, ignores decode; slower, kept for reference).
+  // 3 = tensor-core mma.sync variant (mma.cu, ignores decode; slower, kept for reference),
+  // 4 / 5 = tensor-core kernels decoding MXFP4 straight into mma fragments (tc.cu, ignore
+  // decode; 4 / 8 MX blocks in flight per lane; docs/moe-decode.md: correct, but not faster
+  // than pipe 0 on the H200, so not the default).
   int pipe = 0;
   Status validate() const;
 };
@@ -46,7 +49,8 @@ struct MoeDownParams {
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   int decode = 1;  // as MoeGateUpParams::decode
-  int pipe = 2;    // as MoeGateUpParams::pipe; default 2: 12-warp cp.async ring (fastest down)
+  int pipe = 2;    // as MoeGateUpParams::pipe; default 2: 12-warp cp.async ring (fastest down
+                   // for batch >= 4; pipe 4 is 3% faster at batch 1 only, docs/moe-decode.md)
   Status validate() const;
 };
 

@@ -15,4 +15,8 @@ Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s);
 Status launch_moe_gate_up_mma(const MoeGateUpParams& p, cudaStream_t s);
 Status launch_moe_down_mma(const MoeDownParams& p, cudaStream_t s);
 
+// Tensor-core register-direct variant (p.pipe 4 or 5, tc.cu): same contract and fallback rule.
+Status launch_moe_gate_up_tc(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_tc(const MoeDownParams& p, cudaStream_t s);
+
 }  // namespace gossamer::kern

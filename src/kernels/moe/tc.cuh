@@ -1,0 +1,226 @@
+// Tensor-core MXFP4 row-group dot products for the MoE decode kernels (params.pipe 4 and 5, see
+// tc.cu). Internal to src/kernels/moe.
+//
+// One warp computes 8 weight rows x one activation vector over MX blocks [c0, c1) with
+// mma.sync.m16n8k16 (bf16 in, f32 accumulate), the weights being the B operand (k16 x n8):
+//  - lane (g = lane / 4, t = lane % 4) owns weight row g and MX blocks c0 + t, c0 + t + 4, ...:
+//    one 16-byte global load (ld.global.nc.L1::no_allocate) per block straight into registers,
+//    kU blocks in flight per lane, plus the block's E8M0 scale byte;
+//  - word p (elements 8p..8p+7) of a block gives 4 bf16x2 P_j = (e_{8p+j}, e_{8p+j+4}) placed by
+//    bit moves (magnitude -> bits 6..8, sign -> bit 15: value * 2^-126, the E2M1 0.5 becoming a
+//    bf16 subnormal), then one bf16x2 multiply by 2^(s-1-kX) folds the block scale exactly;
+//    mma 0 of word p takes b = (P0, P1), mma 1 takes (P2, P3): a permutation of k that A follows;
+//  - A (m16 x k16): the activations split into three bf16 terms (hi = bf16(x),
+//    lo = bf16(x - hi), lo2 = bf16(x - hi - lo): 24 bits, as f32) as rows 0, 1, 2 for mma 0
+//    and rows 8, 9, 10 for mma 1 (one LDS.128 of the staged {W0, W2, W1, W3} is the register
+//    quad of both; other rows hold copies whose D rows are ignored); staged once per block in
+//    smem by tc_stage();
+//  - accumulators restart at every MX block (chains of 4 mma) and are added in fp32; the three
+//    split rows are summed at the end and scaled by 2^kX.
+// Exactness: B = E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes s in
+// [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
+// recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt), so every scale byte gives
+// the fp32 result; only the speed differs.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/common/device.cuh"
+#include "kernels/moe/tc_decode.h"
+
+namespace gossamer::kern::moe_tc {
+
+inline constexpr int kSplits = 3;
+
+__host__ __device__ constexpr int pad4(int nb) {
+  return (nb + 3) & ~3;
+}
+// Smem units (16 B) of the staged activations for nv vectors of nb MX blocks:
+// unit(s, v, c, p) = s * split_units + (v * nbp + c) * 4 + p; the +1 makes the 12 addresses of
+// one LDS.128 (3 splits x 4 blocks) fall in 2 wavefronts at most.
+__host__ __device__ constexpr int split_units(int nv, int nb) {
+  return nv * pad4(nb) * 4 + 1;
+}
+__host__ __device__ constexpr int stage_bytes(int nv, int nb) {
+  return kSplits * split_units(nv, nb) * 16;
+}
+
+__device__ __forceinline__ uint4 ldg_na16(const void* ptr) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(ptr));
+  return r;
+}
+__device__ __forceinline__ uint32_t ldg_na8(const void* ptr) {
+  uint32_t r;
+  asm("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(r) : "l"(ptr));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+__device__ __forceinline__ float bf16_low(uint32_t w) {
+  return __uint_as_float(w << 16);
+}
+__device__ __forceinline__ float bf16_high(uint32_t w) {
+  return __uint_as_float(w & 0xffff0000u);
+}
+
+// Stages nv vectors of n = 32 nb floats (x + v * n) as bf16 hi / lo / lo2 A words: unit p of
+// block c holds the words W_j = (x[32c+8p+j], x[32c+8p+j+4]) in the order W0, W2, W1, W3 (one
+// LDS.128 is then the A fragment {a0, a1, a2, a3} of both mmas of word p: rows g take
+// W0 / W1, rows g+8 take W2 / W3); blocks nb..nbp-1 are zero.
+__device__ __forceinline__ void tc_stage(uint4* dst, const float* __restrict__ x, int nv, int nb) {
+  const int nbp = pad4(nb), su = split_units(nv, nb), n_units = nv * nbp * 4;
+  for (int i = threadIdx.x; i < n_units; i += blockDim.x) {
+    const int p = i & 3, vc = i >> 2, v = vc / nbp, c = vc - v * nbp;
+    float e[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (c < nb) {
+      const float4* src =
+          reinterpret_cast<const float4*>(x + (static_cast<size_t>(v) * nb + c) * 32);
+      const float4 a = src[2 * p], b = src[2 * p + 1];
+      e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = b.x, e[5] = b.y, e[6] = b.z,
+      e[7] = b.w;
+    }
+    uint32_t w[kSplits][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float r0 = e[j], r1 = e[j + 4];
+#pragma unroll
+      for (int s = 0; s < kSplits; ++s) {
+        w[s][j] = pack_bf16x2(r0, r1);
+        r0 -= bf16_low(w[s][j]);
+        r1 -= bf16_high(w[s][j]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kSplits; ++s)
+      dst[s * su + i] = make_uint4(w[s][0], w[s][2], w[s][1], w[s][3]);
+  }
+}
+
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// d = A B + c for one A fragment register quad a (rows g / g+8 as staged) and B (b0, b1).
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1,
+                                         const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%11,%12,%13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+}
+
+// One MX block (q, scale byte sc) of this lane against the A units at `a` (4 units): per word
+// p, mma 0 (b = P0, P1) is valid in D rows g (d0[0], d0[1]), mma 1 (b = P2, P3) in rows g+8
+// (d1[2], d1[3]). The accumulators restart at every block (short chains: the tensor core's
+// fp32 accumulation truncates) and are added into acc in fp32.
+__device__ __forceinline__ void tc_block(const uint4& q, uint32_t sc, const uint4* a,
+                                         float (&acc)[2], uint32_t& bad) {
+  bad |= static_cast<uint32_t>(!scale_in_fast_range(sc));
+  const uint32_t m = scale_mult_bf16x2(sc);
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const uint4 av = a[p];
+    uint32_t P[4];
+    e2m1_bf16x2(w[p], P);
+    mma_bf16(d0, av, mul_bf16x2(P[0], m), mul_bf16x2(P[1], m), d0);
+    mma_bf16(d1, av, mul_bf16x2(P[2], m), mul_bf16x2(P[3], m), d1);
+  }
+  acc[0] += d0[0] + d1[2];
+  acc[1] += d0[1] + d1[3];
+}
+
+// 8 rows x one vector over MX blocks [c0, c1) (c0 % 4 == 0). Usage: init, prefetch (issues the
+// first kU loads: may precede the staging barrier), run. Result on lanes 0..3: rows 2t, 2t+1.
+template <int kU>
+struct TcRows8 {
+  const uint8_t* w;  // row g, block c0 + t
+  const uint8_t* s;  // scale of row g, block c0 + t
+  const uint8_t* wrow;
+  const uint8_t* srow;
+  int c0, c1, rem, nsteps;
+  uint4 q[kU];
+  uint32_t sc[kU];
+
+  __device__ __forceinline__ void init(const uint8_t* blocks, const uint8_t* scales, size_t row,
+                                       int nb, int cb, int ce, int lane) {
+    const int t = lane & 3;
+    c0 = cb, c1 = ce;
+    wrow = blocks + row * nb * 16;
+    srow = scales + row * nb;
+    w = wrow + static_cast<size_t>(c0 + t) * 16;
+    s = srow + c0 + t;
+    rem = c1 - c0 - t;
+    nsteps = (c1 - c0 + 3) >> 2;
+  }
+  // Block step `step` (relative to the current w / s / rem, a compile-time constant when unrolled)
+  // into slot u; blocks past c1 read as zero weights with an in-range scale.
+  __device__ __forceinline__ void load(int u, int step) {
+    if (4 * step < rem) {
+      q[u] = ldg_na16(w + step * 64);
+      sc[u] = ldg_na8(s + step * 4);
+    } else {
+      q[u] = make_uint4(0, 0, 0, 0);
+      sc[u] = 127;
+    }
+  }
+  __device__ __forceinline__ void prefetch() {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) load(u, u);
+  }
+  // xu: staged units of this vector (split 0, block 0); su: split stride; xf: its fp32 values.
+  __device__ __forceinline__ float2 run(const uint4* xu, int su, const float* __restrict__ xf,
+                                        int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint4* a = xu + (g < kSplits ? g : 0) * su + (c0 + t) * 4;
+    float acc[2] = {0.f, 0.f};
+    uint32_t bad = 0;
+    for (int s0 = 0; s0 < nsteps; s0 += kU) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (s0 + u < nsteps) {
+          tc_block(q[u], sc[u], a + u * 16, acc, bad);
+          load(u, u + kU);
+        }
+      }
+      a += kU * 16;
+      w += kU * 64;
+      s += kU * 4;
+      rem -= kU * 4;
+    }
+    const float c0v = acc[0], c1v = acc[1];
+    // D rows 0 (hi, lanes 0..3), 1 (lo, lanes 4..7), 2 (lo2, lanes 8..11); columns 2t, 2t+1.
+    float r0 = __shfl_sync(0xffffffffu, c0v, t + 8) + __shfl_sync(0xffffffffu, c0v, t + 4);
+    float r1 = __shfl_sync(0xffffffffu, c1v, t + 8) + __shfl_sync(0xffffffffu, c1v, t + 4);
+    r0 = (r0 + c0v) * 4294967296.f;  // 2^kX
+    r1 = (r1 + c1v) * 4294967296.f;
+    if (__any_sync(0xffffffffu, bad)) {  // scale bytes outside [34, 160]: exact fp32 path
+      float acc = 0.f;
+      for (int c = c0 + t; c < c1; c += 4) {
+        const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
+                                          reinterpret_cast<const float4*>(xf + c * 32));
+        acc = fmaf(dot, e8m0_half(srow[c]), acc);
+      }
+      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+      r0 = __shfl_sync(0xffffffffu, acc, 8 * t);
+      r1 = __shfl_sync(0xffffffffu, acc, 8 * t + 4);
+    }
+    return make_float2(r0, r1);
+  }
+};
+
+}  // namespace gossamer::kern::moe_tc
