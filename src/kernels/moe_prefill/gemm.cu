@@ -1,0 +1,271 @@
+// Grouped MXFP4 x bf16 GEMMs of the MoE prefill on tensor cores (mma.sync m16n8k16 bf16 ->
+// f32). A block computes one tile: kBM = 64 sorted rows of one expert x BN = 32 x WN output
+// columns; WN warps, each all 64 rows x 32 columns (4 m16 x 4 n8 fragments, 64 f32
+// accumulators); m16 fragments past the tile's valid rows are skipped (block-uniform).
+// K advances in stages of 64 (two MX blocks) through a kStages-deep cp.async ring:
+//   A stage: [64 rows][8 chunks of 16 B] bf16, chunk c of row r stored at c ^ ((r & 1) << 2)
+//            (conflict-free 16-byte fragment loads);
+//   B stage: [BN rows][2 MX blocks x 16 B], rows padded to 48 B (conflict-free word loads);
+//   scales:  [BN rows][K/32] bytes for the whole K: the tile's rows are one contiguous span of
+//            the scale tensor, copied once per tile by 16-byte cp.async (from the 16-byte
+//            granule holding its first byte; `skew` bytes in).
+// k order: lane (g, q) = (lane / 4, lane % 4) owns word q of each MX block of its weight row,
+// i.e. elements 8q..8q+7; it decodes them as 4 bf16x2 pairs P_i = (e_{8q+i}, e_{8q+i+4}) (bit
+// placement gives E2M1 x 2^-126 exactly, one bf16x2 multiply by 2^(s-1) applies the scale).
+// MMA 0 of the block takes P_0, P_1 as its b0, b1 and MMA 1 takes P_2, P_3; the activations are
+// stored with every group of 8 permuted the same way, (e0,e4, e1,e5, e2,e6, e3,e7), so one
+// 16-byte load gives a thread a0/a2 of both MMAs for one row.
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/moe_prefill/common.cuh"
+#include "kernels/moe_prefill/kernels.h"
+#include "kernels/moe_prefill/layout.h"
+
+namespace gossamer::kern::moe_prefill {
+namespace {
+
+constexpr int kBRow = 48;  // bytes per weight row per stage (32 + 16 pad)
+
+// Tile configuration: WN warps along n, kStages-deep ring, kMinBlocks for __launch_bounds__.
+template <int WN, int Stages, int MinBlocks>
+struct Cfg {
+  static constexpr int kStages = Stages, kMinBlocks = MinBlocks;
+  static constexpr int kThreads = 32 * WN, kBN = 32 * WN;
+  static constexpr int kAStage = kBM * 128, kBStage = kBN * kBRow;  // bytes
+  static constexpr int kAIters = kBM * 8 / kThreads;  // 16-byte A chunks per thread per stage
+  static constexpr int kBIters = kBN * 2 / kThreads;  // 16-byte B chunks per thread per stage
+  static size_t smem_bytes(int K) {
+    return kStages * (kAStage + kBStage) +
+           ((static_cast<size_t>(kBN) * (K / 32) + 47) & ~size_t{15}) + kBM * sizeof(int32_t);
+  }
+};
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint4 lo, uint4 hi, int half, uint32_t b0,
+                                         uint32_t b1) {
+  const uint32_t a0 = half ? lo.z : lo.x, a1 = half ? hi.z : hi.x;
+  const uint32_t a2 = half ? lo.w : lo.y, a3 = half ? hi.w : hi.y;
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct Tile {
+  int e, row0, rows, nf, n0, KB, nk;  // nf: m16 fragments holding valid rows
+};
+
+// Issues the cp.async copies of K stage kt (A rows past the valid fragments are skipped).
+template <class C>
+__device__ __forceinline__ void load_stage(uint8_t* as, uint8_t* bs,
+                                           const uint16_t* const (&arow)[C::kAIters],
+                                           const uint8_t* wbase, const Tile& t, int N, int kt) {
+  const int tid = threadIdx.x, c = tid % 8;
+  const bool a_ok = 2 * kt + c / 4 < t.KB;
+#pragma unroll
+  for (int i = 0; i < C::kAIters; ++i) {
+    const int r = tid / 8 + (C::kThreads / 8) * i;
+    if (r >= 16 * t.nf) break;
+    cp_async16(as + r * 128 + ((c ^ ((r & 1) << 2)) * 16), arow[i] + (a_ok ? kt * 64 + c * 8 : 0),
+               a_ok ? 16 : 0);
+  }
+#pragma unroll
+  for (int i = 0; i < C::kBIters; ++i) {
+    const int idx = tid + C::kThreads * i, n = idx / 2, h = idx % 2;
+    const int row = min(t.n0 + n, N - 1), kb = 2 * kt + h;
+    const bool ok = kb < t.KB;
+    const uint8_t* src = wbase + (static_cast<size_t>(row) * t.KB + (ok ? kb : 0)) * 16;
+    cp_async16(bs + n * kBRow + h * 16, src, ok ? 16 : 0);
+  }
+}
+
+// acc += this stage's products for the warp's 64 x 32 tile. An MX block past K is zero-filled
+// in smem (its scale index is clamped so that no inf x 0 can appear).
+__device__ __forceinline__ void compute_stage(const uint8_t* as, const uint8_t* bs,
+                                              const uint8_t* ssc, int kt, const Tile& t,
+                                              float (&acc)[4][4][4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, wn = threadIdx.x / 32;
+  uint32_t w[2][4], sc[2][4];
+#pragma unroll
+  for (int kb = 0; kb < 2; ++kb) {
+    const int kblk = min(2 * kt + kb, t.KB - 1);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = wn * 32 + 8 * j + g;
+      w[kb][j] = *reinterpret_cast<const uint32_t*>(bs + row * kBRow + kb * 16 + q * 4);
+      sc[kb][j] = ssc[row * t.KB + kblk];
+    }
+  }
+#pragma unroll
+  for (int kb = 0; kb < 2; ++kb) {
+    uint32_t b[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t m = scale_mul(sc[kb][j]);  // bf16x2 of 2^(scale - 1)
+      b[j][0] = bf16x2_mul(e2m1_bf16x2<0>(w[kb][j]), m);
+      b[j][1] = bf16x2_mul(e2m1_bf16x2<1>(w[kb][j]), m);
+      b[j][2] = bf16x2_mul(e2m1_bf16x2<2>(w[kb][j]), m);
+      b[j][3] = bf16x2_mul(e2m1_bf16x2<3>(w[kb][j]), m);
+    }
+    const int chunk = (4 * kb + q) ^ ((g & 1) << 2);
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+      if (f >= t.nf) break;
+      const uint4 lo = *reinterpret_cast<const uint4*>(as + (16 * f + g) * 128 + chunk * 16);
+      const uint4 hi = *reinterpret_cast<const uint4*>(as + (16 * f + g + 8) * 128 + chunk * 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        mma_bf16(acc[f][j], lo, hi, 0, b[j][0], b[j][1]);
+        mma_bf16(acc[f][j], lo, hi, 1, b[j][2], b[j][3]);
+      }
+    }
+  }
+}
+
+// Epilogues. Accumulator (f, j, 2h + u): row 16f + g + 8h, column n0 + 32 wn + 8j + 2q + u.
+template <bool kGateUp>
+__device__ __forceinline__ void epilogue(const GemmArgs& g, const Tile& t, const int32_t* spair,
+                                         float (&acc)[4][4][4]) {
+  const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4, wn = threadIdx.x / 32;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = t.n0 + wn * 32 + 8 * j + 2 * q;
+    if (n >= g.N) continue;
+    const float b0 = g.bias[static_cast<size_t>(t.e) * g.N + n];
+    const float b1 = g.bias[static_cast<size_t>(t.e) * g.N + n + 1];
+#pragma unroll
+    for (int f = 0; f < 4; ++f) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = 16 * f + gr + 8 * h;
+        if (r >= t.rows) continue;
+        const float v0 = acc[f][j][2 * h] + b0, v1 = acc[f][j][2 * h + 1] + b1;
+        if constexpr (kGateUp) {
+          const int I = g.N / 2, i = n / 2;
+          const int col = (i & ~7) | perm8(i & 7);
+          const __nv_bfloat16 a = __float2bfloat16_rn(swiglu(v0, v1, g.alpha, g.limit));
+          g.act[static_cast<size_t>(t.row0 + r) * I + col] = *reinterpret_cast<const uint16_t*>(&a);
+        } else {
+          const int pair = spair[r];
+          const float w = g.weights[pair];
+          *reinterpret_cast<float2*>(g.y + static_cast<size_t>(pair) * g.N + n) =
+              make_float2(w * v0, w * v1);
+        }
+      }
+    }
+  }
+}
+
+// Copies the scales of rows n0 .. n0 + nrows - 1 (one contiguous span) into smem; returns the
+// smem address of row n0's first scale.
+template <class C>
+__device__ __forceinline__ const uint8_t* load_scales(uint8_t* ssc, const GemmArgs& g,
+                                                      const Tile& t) {
+  const uint8_t* s0 = g.scales + (static_cast<size_t>(t.e) * g.N + t.n0) * t.KB;
+  const uint8_t* s1 = s0 + static_cast<size_t>(min(C::kBN, g.N - t.n0)) * t.KB;
+  const auto* a0 =
+      reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(s0) & ~uintptr_t{15});
+  const int chunks = static_cast<int>((s1 - a0 + 15) / 16);
+  for (int c = threadIdx.x; c < chunks; c += C::kThreads) {
+    const ptrdiff_t left = s1 - (a0 + 16 * c);
+    cp_async16(ssc + 16 * c, a0 + 16 * c, static_cast<int>(left < 16 ? left : 16));
+  }
+  return ssc + (s0 - a0);
+}
+
+template <bool kGateUp, class C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(GemmArgs g) {
+  if (static_cast<int>(blockIdx.x) >= *g.ntiles) return;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int2 td = g.tiles[blockIdx.x];
+  Tile t;
+  t.e = td.x, t.row0 = td.y, t.rows = min(kBM, g.offsets[t.e + 1] - t.row0);
+  t.nf = (t.rows + 15) / 16;
+  t.n0 = blockIdx.y * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + 1) / 2;
+  uint8_t* as = smem;
+  uint8_t* bs = as + C::kStages * C::kAStage;
+  uint8_t* ssc_raw = bs + C::kStages * C::kBStage;
+  auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((C::kBN * t.KB + 47) & ~15));
+  const int tid = threadIdx.x;
+  if (tid < kBM) spair[tid] = g.perm[t.row0 + min(tid, t.rows - 1)];
+  const uint8_t* ssc = load_scales<C>(ssc_raw, g, t);  // joins the first cp.async group
+  __syncthreads();
+  const uint16_t* arow[C::kAIters];
+#pragma unroll
+  for (int i = 0; i < C::kAIters; ++i) {
+    const int r = tid / 8 + (C::kThreads / 8) * i;
+    const size_t src = kGateUp ? spair[r] / g.k : t.row0 + min(r, t.rows - 1);
+    arow[i] = g.a + src * g.K;
+  }
+  const uint8_t* wbase = g.blocks + static_cast<size_t>(t.e) * g.N * t.KB * 16;
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < t.nk) {
+      load_stage<C>(as + s * C::kAStage, bs + s * C::kBStage, arow, wbase, t, g.N, s);
+    }
+    cp_commit();
+  }
+  float acc[4][4][4] = {};
+  for (int kt = 0; kt < t.nk; ++kt) {
+    cp_wait<C::kStages - 2>();
+    __syncthreads();
+    const int nxt = kt + C::kStages - 1;
+    if (nxt < t.nk) {
+      const int slot = nxt % C::kStages;
+      load_stage<C>(as + slot * C::kAStage, bs + slot * C::kBStage, arow, wbase, t, g.N, nxt);
+    }
+    cp_commit();
+    const int slot = kt % C::kStages;
+    compute_stage(as + slot * C::kAStage, bs + slot * C::kBStage, ssc, kt, t, acc);
+  }
+  cp_wait<0>();
+  epilogue<kGateUp>(g, t, spair, acc);
+}
+
+template <bool kGateUp, class C>
+Status launch_cfg(const GemmArgs& g, cudaStream_t s, const char* name) {
+  const size_t smem = C::smem_bytes(g.K);
+  if (smem > 227 * 1024) {
+    return Unsupported(std::string(name) + ": K = " + std::to_string(g.K) +
+                       " needs too much shared memory for the scale tile");
+  }
+  auto* fn = moe_prefill_gemm<kGateUp, C>;
+  GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+  const dim3 grid(g.max_tiles, (g.N + C::kBN - 1) / C::kBN);
+  fn<<<grid, C::kThreads, smem, s>>>(g);
+  return launch_status(name);
+}
+
+// The configurations selectable by GemmArgs::variant (see kernels.h).
+template <bool kGateUp>
+Status launch_gemm(const GemmArgs& g, cudaStream_t s, const char* name) {
+  switch (resolve_variant(g.variant)) {
+    case 0:
+      return launch_cfg<kGateUp, Cfg<4, 4, 3>>(g, s, name);
+    case 1:
+      return launch_cfg<kGateUp, Cfg<4, 3, 4>>(g, s, name);
+    case 2:
+      return launch_cfg<kGateUp, Cfg<8, 3, 2>>(g, s, name);
+    case 3:
+      return launch_cfg<kGateUp, Cfg<8, 4, 2>>(g, s, name);
+    case kWgmmaVariant:
+    case kWgmmaVariant + 1:
+      return kGateUp ? launch_wgmma_gate_up(g, s) : launch_wgmma_down(g, s);
+    default:
+      return InvalidArgument(std::string(name) + ": unknown variant " + std::to_string(g.variant));
+  }
+}
+
+}  // namespace
+
+Status launch_gemm_gate_up(const GemmArgs& g, cudaStream_t s) {
+  return launch_gemm<true>(g, s, "moe_prefill_gemm<gate_up>");
+}
+Status launch_gemm_down(const GemmArgs& g, cudaStream_t s) {
+  return launch_gemm<false>(g, s, "moe_prefill_gemm<down>");
+}
+
+}  // namespace gossamer::kern::moe_prefill
