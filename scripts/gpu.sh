@@ -28,7 +28,8 @@ if [[ $mode == pack ]]; then
   # Shared libraries the GPU image lacks (pcre2, httplib, ssl, brotli ...): carried along.
   mkdir -p $CARRY/lib
   ldd $CARRY/gossamer $CARRY/tests/* | awk '/=> \//{print $3}' | sort -u |
-    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | xargs -r cp -L -t $CARRY/lib
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcublas[^/]*)\.so' |
+    xargs -r cp -L -t $CARRY/lib  # cuBLASLt (540 MB) is not carried: the GPU image has it
   tok=../shared/tokenizer/tokenizer.json
   [[ -f $tok ]] && gzip -c $tok > $CARRY/tokenizer.json.gz  # for the serve section
   git rev-parse --short HEAD > $CARRY/git_sha 2>/dev/null || true
@@ -37,7 +38,9 @@ if [[ $mode == pack ]]; then
 fi
 
 SECTIONS=${2:-info,ceil,test,sanitize,kbench,bench}
-export LD_LIBRARY_PATH="$PWD/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# libcublasLt.so.13 (prefill GEMMs) from the image's CUDA toolkit (or wherever it is installed).
+CUBLAS_DIR=$(dirname "$(find /usr/local/cuda*/ /opt /usr/lib -name 'libcublasLt.so.13' 2>/dev/null | head -1)")
+export LD_LIBRARY_PATH="$PWD/$CARRY/lib:$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 has() { [[ ",$SECTIONS," == *",$1,"* ]]; }

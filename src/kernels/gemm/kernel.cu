@@ -1,0 +1,47 @@
+// cvt_f32_bf16: grid-stride loop, each thread converts 4 floats (one 16-byte load, one 8-byte
+// store; split mode a second 8-byte store of the residuals), round to nearest even
+// (common/device.cuh f32_to_bf16).
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device.cuh"
+#include "kernels/gemm/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  return f32_to_bf16(a) | (static_cast<uint32_t>(f32_to_bf16(b)) << 16);
+}
+__device__ __forceinline__ float rest(float x) {  // x - bf16_rne(x)
+  return x - __uint_as_float(static_cast<uint32_t>(f32_to_bf16(x)) << 16);
+}
+
+__global__ void __launch_bounds__(256)
+    cvt_f32_bf16(const float4* x, uint2* y, uint2* lo, size_t n4) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = x[i];
+    y[i] = make_uint2(pack2(v.x, v.y), pack2(v.z, v.w));
+    if (lo) lo[i] = make_uint2(pack2(rest(v.x), rest(v.y)), pack2(rest(v.z), rest(v.w)));
+  }
+}
+
+}  // namespace
+
+Status launch_f32_to_bf16(const float* x, uint16_t* y, size_t n, cudaStream_t s, uint16_t* lo) {
+  if (!x || !y || n == 0 || n % 4 != 0) {
+    return InvalidArgument("f32_to_bf16: null pointer or n = " + std::to_string(n) +
+                           " not a positive multiple of 4");
+  }
+  if ((reinterpret_cast<uintptr_t>(x) % 16) |
+      ((reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(lo)) % 8)) {
+    return InvalidArgument("f32_to_bf16: x must be 16-byte and y, lo 8-byte aligned");
+  }
+  const size_t n4 = n / 4;
+  const int blocks = static_cast<int>(std::min<size_t>((n4 + 255) / 256, 132 * 16));
+  cvt_f32_bf16<<<blocks, 256, 0, s>>>(reinterpret_cast<const float4*>(x),
+                                      reinterpret_cast<uint2*>(y), reinterpret_cast<uint2*>(lo),
+                                      n4);
+  return launch_status("cvt_f32_bf16");
+}
+
+}  // namespace gossamer::kern
