@@ -29,7 +29,9 @@ struct BenchArgs {
   std::string model_dir, synthetic, json_path;
   std::vector<int64_t> p = {512}, n = {128}, d = {0};
   int reps = 3, batch = 1;
-  bool no_graph = false;
+  int64_t chunk = 8192;  // prefill rows per forward (max_step_tokens)
+  bool no_graph = false, prefill_split = false;
+  bool no_pdl = false;
 };
 
 #ifdef GOSSAMER_HAVE_CUDA
@@ -49,8 +51,10 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   CudaRunnerOptions o;
   o.max_seq_len = maxd + std::max(maxp, maxn) + 64;
   o.max_seqs = a.batch;
-  o.max_step_tokens = std::max(256, a.batch);
+  o.max_step_tokens = std::max<int64_t>({256, a.batch, std::min(maxp, a.chunk)});
   o.use_graphs = !a.no_graph;
+  o.prefill_split_bf16 = a.prefill_split;
+  o.pdl = !a.no_pdl;
   std::unique_ptr<CudaModelRunner> r;
   if (!a.synthetic.empty()) {
     GS_ASSIGN_OR_RETURN(ModelConfig cfg, preset_config(a.synthetic));
@@ -65,24 +69,34 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   return r;
 }
 
-// ppN at depth d: one prefill step of N tokens per repetition (wall time).
-Status bench_pp(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t p,
+// ppN at depth d: one prefill step of N tokens per repetition (wall time); one untimed warm-up
+// step first (cuBLASLt plans are made on first use) unless N > 16384. TFLOP/s from
+// CudaModelRunner::prefill_flops, % against the GEMM ceiling measured at start.
+Status bench_pp(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t p, double gemm_ceil,
                 const std::string& name, nlohmann::json* results) {
   std::vector<double> tps, ms;
+  if (p <= 16384) GS_RETURN_IF_ERROR(r.bench_prefill(p, d).status());
   for (int i = 0; i < a.reps; ++i) {
     GS_ASSIGN_OR_RETURN(double t, r.bench_prefill(p, d));
     ms.push_back(t);
     tps.push_back(static_cast<double>(p) / (t * 1e-3));
   }
   auto [m, sd] = mean_sd(tps);
-  std::printf("| %s | pp%lld | %lld | 1 | %.1f ± %.1f | %.2f | - | - | - |\n", name.c_str(),
-              static_cast<long long>(p), static_cast<long long>(d), m, sd, mean_sd(ms).first);
+  const double flops = r.prefill_flops(p, d), tflops = flops / (mean_sd(ms).first * 1e-3) / 1e12;
+  auto mem = CudaModelRunner::device_mem_used_gib(0);
+  std::printf("| %s | pp%lld | %lld | 1 | %.1f ± %.1f | %.2f | - | - | - | %.1f | %.1f%% |\n",
+              name.c_str(), static_cast<long long>(p), static_cast<long long>(d), m, sd,
+              mean_sd(ms).first, tflops, 100.0 * tflops / gemm_ceil);
   results->push_back({{"test", "pp" + std::to_string(p)},
                       {"depth", d},
                       {"batch", 1},
                       {"tps_mean", m},
                       {"tps_sd", sd},
-                      {"ms_mean", mean_sd(ms).first}});
+                      {"ms_mean", mean_sd(ms).first},
+                      {"flops_model", flops},
+                      {"TFLOPs", tflops},
+                      {"pct_of_gemm_ceiling", 100.0 * tflops / gemm_ceil},
+                      {"device_mem_used_GiB", mem.ok() ? *mem : -1.0}});
   return Status::Ok();
 }
 
@@ -99,7 +113,7 @@ Status bench_tg(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t n, do
   }
   auto [m, sd] = mean_sd(tps);
   const double gbs = bytes * (m / a.batch) / 1e9;  // model bytes of one step x steps/s
-  std::printf("| %s | tg%lld | %lld | %d | %.1f ± %.1f | %.2f | %.3g | %.0f | %.1f%% |\n",
+  std::printf("| %s | tg%lld | %lld | %d | %.1f ± %.1f | %.2f | %.3g | %.0f | %.1f%% | - | - |\n",
               name.c_str(), static_cast<long long>(n), static_cast<long long>(d), a.batch, m, sd,
               mean_sd(ms).first, bytes, gbs, 100.0 * gbs / ceil);
   results->push_back({{"test", "tg" + std::to_string(n)},
@@ -123,6 +137,8 @@ int run_bench(const BenchArgs& a) {
   if (!info.ok()) return fail(info.status());
   auto ceil = CudaModelRunner::measure_copy_gbs(0);
   if (!ceil.ok()) return fail(ceil.status());
+  auto gemm_ceil = CudaModelRunner::measure_gemm_tflops(0);
+  if (!gemm_ceil.ok()) return fail(gemm_ceil.status());
   std::string name;
   auto r = make_runner(a, &name);
   if (!r.ok()) return fail(r.status());
@@ -135,24 +151,31 @@ int run_bench(const BenchArgs& a) {
       {"cuda_runtime", info->cuda_runtime},
       {"max_sm_clock_mhz", info->sm_clock_mhz},
       {"max_mem_clock_mhz", info->mem_clock_mhz},
-      {"flags", "cuda graphs " + std::string(a.no_graph ? "off" : "on") + ", batch " +
-                    std::to_string(a.batch) + ", sm_90a, cudart static, depth = random KV fill"},
+      {"flags", "cuda graphs " + std::string(a.no_graph ? "off" : "on") + ", pdl " +
+                    std::string(a.no_pdl ? "off" : "on") + ", batch " + std::to_string(a.batch) +
+                    ", sm_90a, cudart static, depth = random KV fill"},
       {"copy_ceiling_GBps", *ceil},
+      {"gemm_ceiling_TFLOPs", *gemm_ceil},
+      {"prefill_chunk", a.chunk},
       {"kernel_path", path},
       {"model", name}};
   std::printf(
       "gossamer bench | git %s | %s (%d SMs, %s, CUDA runtime %s, max clocks SM %d / "
       "mem %d MHz)\ncopy ceiling (cudaMemcpy D2D, read+write): %.0f GB/s\n"
-      "kernel path: %s\n\n",
+      "bf16 GEMM ceiling (cuBLASLt 8192^3, kernels/gemm): %.0f TFLOP/s\n"
+      "kernel path: %s\nprefill path (chunks of %lld rows): %s\n\n",
       gossamer_git_sha(), info->name.c_str(), info->sm_count, info->driver.c_str(),
-      info->cuda_runtime.c_str(), info->sm_clock_mhz, info->mem_clock_mhz, *ceil, path.c_str());
+      info->cuda_runtime.c_str(), info->sm_clock_mhz, info->mem_clock_mhz, *ceil, *gemm_ceil,
+      path.c_str(), static_cast<long long>(a.chunk), (*r)->prefill_path().c_str());
   std::printf(
-      "| model | test | depth | batch | t/s | ms | bytes/step (model) | GB/s | %% of copy |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| model | test | depth | batch | t/s | ms | bytes/step (model) | GB/s | %% of copy | "
+      "TFLOP/s | %% of GEMM |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   nlohmann::json results = nlohmann::json::array();
   for (int64_t d : a.d) {
     for (int64_t p : a.p) {
-      if (Status s = p > 0 ? bench_pp(**r, a, d, p, name, &results) : Status::Ok(); !s.ok()) {
+      if (Status s = p > 0 ? bench_pp(**r, a, d, p, *gemm_ceil, name, &results) : Status::Ok();
+          !s.ok()) {
         return fail(s);
       }
     }
@@ -190,6 +213,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-r,--repetitions", args->reps, "repetitions")->check(CLI::Range(1, 100));
   cmd->add_option("-b,--batch", args->batch, "decode batch (sequences)")->check(CLI::Range(1, 64));
   cmd->add_flag("--no-graph", args->no_graph, "decode without CUDA graphs");
+  cmd->add_flag("--no-pdl", args->no_pdl, "decode without programmatic dependent launch");
+  cmd->add_option("--chunk", args->chunk, "prefill rows per forward (longer prompts are chunked)")
+      ->check(CLI::Range(1, 16384));
+  cmd->add_flag("--prefill-split-bf16", args->prefill_split,
+                "prefill GEMM activations as bf16 hi + lo (2 GEMMs each, ~fp32 accuracy)");
   cmd->add_option("--json", args->json_path, "write results + metadata as JSON");
   cmd->callback([args, exit_code] {
     if (args->model_dir.empty() == args->synthetic.empty()) {

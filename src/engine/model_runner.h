@@ -27,6 +27,38 @@ struct KvCacheSpec {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+// A generated token as returned to clients (runtime/request.h re-exports it through this header;
+// it lives here so that a runner that samples on the device can return it).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.f;
+};
+
+struct SampledToken {
+  int32_t token = 0;
+  float logprob = 0.f;            // log-softmax of the chosen token (before sampling filters)
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens
+};
+
+// Sampling of a kLast chunk's logits row on the device (runners whose samples_on_device() is
+// true), with the reference CPU sampler's rule (runtime/sampler.h): penalties, logprobs,
+// temperature 0 = greedy, else softmax(z / T), top_k, top_p, min_p and a draw from a
+// counter-based generator of (seed, counter), so a fixed seed reproduces a completion.
+struct DeviceSampling {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;  // 0 = off
+  double min_p = 0.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  int64_t top_logprobs = 0;  // alternatives returned (0..20)
+  uint64_t seed = 0;
+  uint64_t counter = 0;      // index of the token being generated (0 = first output token)
+  int64_t vocab_limit = 0;   // ids >= vocab_limit are never sampled (0 = the whole row)
+  std::span<const int32_t> penalty_tokens;  // distinct ids generated so far
+  std::span<const int32_t> penalty_counts;  // how often each was generated (same length)
+};
+
 // One sequence's share of a step: compute `tokens` at positions [pos0, pos0 + tokens.size()).
 // Positions < pos0 must already be in the KV cache (through the block tables).
 struct SeqChunk {
@@ -35,13 +67,20 @@ struct SeqChunk {
   std::span<const int32_t> blocks_full;     // logical block i -> physical block (full pool)
   std::span<const int32_t> blocks_sliding;  // logical block i -> physical block or kNoBlock
   LogitsMode logits = LogitsMode::kLast;
+  // kLast only, honoured when the runner samples_on_device(): sample this row on the device
+  // and return the token in StepOutput::sampled instead of the logits row. Null: logits.
+  const DeviceSampling* sampling = nullptr;
 };
 
 struct StepOutput {
   // Rows of logits, in the order of the chunks, kLast contributing one row and kAll
   // tokens.size() rows. Shape [rows, vocab], float32.
+  // Chunks sampled on the device (SeqChunk::sampling) contribute no row here.
   std::vector<float> logits;
   int64_t rows = 0;
+  // One entry per chunk with SeqChunk::sampling set, in chunk order. token < 0: that row's
+  // logits were not finite (NaN or +inf), nothing was sampled.
+  std::vector<SampledToken> sampled;
 };
 
 class ModelRunner {
@@ -55,6 +94,8 @@ class ModelRunner {
   virtual Status step(std::span<const SeqChunk> chunks, StepOutput* out) = 0;
   // Copies one physical block to another in the given pool (copy-on-write for prefix sharing).
   virtual Status copy_block(bool sliding_pool, int32_t src, int32_t dst) = 0;
+  // True when step() honours SeqChunk::sampling (samples on the device, returns tokens only).
+  virtual bool samples_on_device() const { return false; }
 };
 
 }  // namespace gossamer

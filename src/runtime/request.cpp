@@ -25,6 +25,7 @@ Status GenerationParams::validate() const {
     return InvalidArgument("top_logprobs must be in [0, 20]");
   }
   if (max_tokens < 1) return InvalidArgument("max_tokens must be >= 1");
+  if (vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
   return Status::Ok();
 }
 

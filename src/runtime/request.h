@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/model_runner.h"
 #include "runtime/block_manager.h"
 
 namespace gossamer {
@@ -45,20 +46,16 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;               // finish (reason stop) when sampled
   std::optional<std::chrono::milliseconds> timeout;  // per-request deadline from arrival
   std::shared_ptr<TokenConstraint> constraint;       // null: no restriction (see above)
+  // Ids >= vocab_limit are never sampled (0 = every logits row). The model has more logits
+  // rows (201088) than the tokenizer has ids (200019); the scheduler fills this from
+  // SchedulerOptions::vocab_limit when it is 0 or larger.
+  int64_t vocab_limit = 0;
 
   Status validate() const;  // ranges; the message names the field
 };
 
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.f;
-};
-
-struct SampledToken {
-  int32_t token = 0;
-  float logprob = 0.f;            // log-softmax of the chosen token (before sampling filters)
-  std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens
-};
+// TokenLogprob and SampledToken are defined in engine/model_runner.h (device sampling returns
+// them).
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kTimeout, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", ...
@@ -109,6 +106,7 @@ struct Request {
   SeqBlocks blocks;
   std::shared_ptr<RequestStream> stream;
   std::mt19937_64 rng;
+  uint64_t sample_seed = 0;  // params.seed, or a random one drawn at admission (device draws)
   Clock::time_point arrival{};
   Clock::time_point last_token{};
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - num_prompt; }

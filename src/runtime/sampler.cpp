@@ -23,6 +23,7 @@ Status check_sampling_params(const GenerationParams& p) {
     return InvalidArgument("presence_penalty / frequency_penalty must be finite");
   }
   if (p.top_logprobs < 0) return InvalidArgument("top_logprobs must be >= 0");
+  if (p.vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
   return Status::Ok();
 }
 
@@ -33,12 +34,19 @@ Result<std::vector<double>> penalised(std::span<const float> logits, const Gener
                                       std::span<const int32_t> generated) {
   if (logits.empty()) return InvalidArgument("sampler: empty logits row");
   GS_RETURN_IF_ERROR(check_sampling_params(p).With("sampler"));
+  if (p.vocab_limit > 0 && static_cast<size_t>(p.vocab_limit) < logits.size()) {
+    logits = logits.first(static_cast<size_t>(p.vocab_limit));  // ids >= vocab_limit: masked
+  }
   std::vector<double> z(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) {
-      return InvalidArgument("sampler: logits[" + std::to_string(i) + "] is NaN");
+    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
+      return InvalidArgument("sampler: logits[" + std::to_string(i) + "] is " +
+                             (std::isnan(logits[i]) ? "NaN" : "+inf"));
     }
     z[i] = logits[i];
+  }
+  if (*std::max_element(z.begin(), z.end()) == -INFINITY) {
+    return InvalidArgument("sampler: every logit is -inf (nothing can be sampled)");
   }
   if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
     std::vector<int64_t> count(z.size(), 0);

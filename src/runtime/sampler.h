@@ -2,7 +2,8 @@
 // (GenerationParams in runtime/request.h). Deterministic for a given generator state; each request
 // owns its generator (make_request_rng), so a fixed seed reproduces a completion.
 //
-// Order of operations:
+// Order of operations (ids >= p.vocab_limit, when it is > 0, are masked out first: never
+// sampled, not part of the softmax):
 //  1. penalties over the tokens generated so far: z[t] -= presence * (count[t] > 0)
 //                                                        + frequency * count[t]
 //  2. logprobs reported to clients: log_softmax(z) (after penalties, before temperature/filters)

@@ -157,5 +157,39 @@ TEST(Sampler, BadInputsAreErrors) {
   EXPECT_FALSE(sample_token(lg, p, {}, rng).ok());
 }
 
+TEST(Sampler, VocabLimitMasksPaddingIds) {
+  // ids 3 and 4 stand for the padding rows: the largest logits, never sampled.
+  const auto lg = logs({0.1, 0.2, 0.1, 0.3, 0.3});
+  auto p = params(0.0);
+  p.vocab_limit = 3;
+  p.logprobs = true;
+  p.top_logprobs = 5;
+  std::mt19937_64 rng(1);
+  auto t = sample_token(lg, p, {}, rng);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->token, 1);
+  EXPECT_NEAR(t->logprob, std::log(0.5), 1e-6);  // renormalised over ids 0..2: 0.2 / 0.4
+  ASSERT_EQ(t->top.size(), 3u);                  // only unmasked ids are reported
+  EXPECT_EQ(t->top[0].token, 1);
+  p.temperature = 1.0;
+  expect_dist(*sampling_distribution(lg, p, {}), {1, 0, 2}, {0.5, 0.25, 0.25});
+  for (int i = 0; i < 200; ++i) EXPECT_LT(sample_token(lg, p, {}, rng)->token, 3);
+  p.vocab_limit = -1;
+  EXPECT_NE(sample_token(lg, p, {}, rng).status().message().find("vocab_limit"), std::string::npos);
+}
+
+TEST(Sampler, NonFiniteRowsAreErrors) {
+  std::mt19937_64 rng(0);
+  std::vector<float> lg{0.0f, INFINITY};
+  EXPECT_NE(sample_token(lg, params(), {}, rng).status().message().find("+inf"), std::string::npos);
+  lg = {-INFINITY, -INFINITY};
+  EXPECT_NE(sample_token(lg, params(), {}, rng).status().message().find("-inf"), std::string::npos);
+  lg = {-INFINITY, 2.0f, -INFINITY};  // masked ids (a TokenConstraint) are fine
+  auto t = sample_token(lg, params(), {}, rng);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->token, 1);
+  EXPECT_FLOAT_EQ(t->logprob, 0.f);
+}
+
 }  // namespace
 }  // namespace gossamer

@@ -1,6 +1,7 @@
 #include "runtime/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace gossamer {
@@ -9,6 +10,7 @@ Status SchedulerOptions::validate() const {
   if (max_num_seqs < 1) return InvalidArgument("max_num_seqs must be >= 1");
   if (max_num_batched_tokens < 1) return InvalidArgument("max_num_batched_tokens must be >= 1");
   if (max_model_len < 0) return InvalidArgument("max_model_len must be >= 0");
+  if (vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
   return Status::Ok();
 }
 
@@ -58,7 +60,14 @@ Status Scheduler::check(const std::vector<int32_t>& prompt, const GenerationPara
 Status Scheduler::add(std::unique_ptr<Request> req) {
   GS_RETURN_IF_ERROR(check(req->tokens, req->params));
   req->num_prompt = static_cast<int64_t>(req->tokens.size());
-  if (req->params.seed) req->rng.seed(*req->params.seed);
+  req->sample_seed = req->params.seed ? *req->params.seed
+                                      : (static_cast<uint64_t>(seed_source_()) << 32) ^
+                                            static_cast<uint64_t>(seed_source_());
+  req->rng.seed(req->sample_seed);
+  if (opts_.vocab_limit > 0 &&
+      (req->params.vocab_limit == 0 || req->params.vocab_limit > opts_.vocab_limit)) {
+    req->params.vocab_limit = opts_.vocab_limit;
+  }
   waiting_.push_back(std::move(req));
   return Status::Ok();
 }
@@ -205,6 +214,68 @@ bool Scheduler::append_token(Request* r, const SampledToken& t) {
   return false;
 }
 
+void Scheduler::prepare_sampling(Request* r, bool device, RowSampling* s) {
+  const GenerationParams& p = r->params;
+  std::span<const int32_t> generated(r->tokens.data() + r->num_prompt, r->num_output());
+  if (p.constraint) s->allowed = p.constraint->allowed(generated);
+  s->on_device = device && !s->allowed;
+  if (!s->on_device) return;
+  DeviceSampling& d = s->dev;
+  d.temperature = p.temperature;
+  d.top_p = p.top_p;
+  d.top_k = p.top_k;
+  d.min_p = p.min_p;
+  d.presence_penalty = p.presence_penalty;
+  d.frequency_penalty = p.frequency_penalty;
+  d.top_logprobs = p.logprobs ? p.top_logprobs : 0;
+  d.seed = r->sample_seed;
+  d.counter = static_cast<uint64_t>(r->num_output());
+  d.vocab_limit = p.vocab_limit;
+  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {  // (token, count), distinct ids
+    std::vector<int32_t> sorted(generated.begin(), generated.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      s->pen_tokens.push_back(sorted[i]);
+      s->pen_counts.push_back(static_cast<int32_t>(j - i));
+      i = j;
+    }
+  }
+  d.penalty_tokens = s->pen_tokens;
+  d.penalty_counts = s->pen_counts;
+}
+
+Result<SampledToken> Scheduler::sample_on_host(Request* r, std::span<const float> logits,
+                                               const RowSampling& s, TokenSampler& sampler) {
+  std::span<const int32_t> generated(r->tokens.data() + r->num_prompt, r->num_output());
+  if (s.allowed) {  // mask every id the constraint does not allow
+    const int64_t lim = r->params.vocab_limit > 0 ? r->params.vocab_limit : (int64_t)logits.size();
+    logits_scratch_.assign(logits.size(), -INFINITY);
+    bool any = false;
+    for (int32_t t : *s.allowed) {
+      if (t >= 0 && t < lim && static_cast<size_t>(t) < logits.size()) {
+        logits_scratch_[static_cast<size_t>(t)] = logits[static_cast<size_t>(t)];
+        any = true;
+      }
+    }
+    if (!any) {
+      return InvalidArgument("the token constraint allows no id of the vocabulary (" +
+                             std::to_string(s.allowed->size()) + " ids given)");
+    }
+    logits = logits_scratch_;
+  }
+  return sampler.sample(logits, r->params, generated, r->rng);
+}
+
+bool Scheduler::take_sample(Request* r, const Result<SampledToken>& t) {
+  if (!t.ok()) {
+    finish(r, FinishReason::kError, -1, "sampling failed: " + t.status().message());
+    return true;
+  }
+  return append_token(r, *t);
+}
+
 Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
   reap_cancelled();
   StepResult res;
@@ -213,19 +284,25 @@ Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
     update_gauges();
     return res;
   }
+  const bool device = runner.samples_on_device();
   std::vector<SeqChunk> chunks;
+  std::vector<RowSampling> sampling(sched.size());  // not resized below: chunks point into it
   chunks.reserve(sched.size());
-  for (const Scheduled& s : sched) {
-    Request* r = s.req;
+  for (size_t i = 0; i < sched.size(); ++i) {
+    Request* r = sched[i].req;
     SeqChunk c;
-    c.tokens = std::span<const int32_t>(r->tokens).subspan(r->num_computed, s.num_new);
+    c.tokens = std::span<const int32_t>(r->tokens).subspan(r->num_computed, sched[i].num_new);
     c.pos0 = r->num_computed;
     c.blocks_full = r->blocks.full;
     c.blocks_sliding = r->blocks.sliding;
-    const bool caught_up = r->num_computed + s.num_new == (int64_t)r->tokens.size();
+    const bool caught_up = r->num_computed + sched[i].num_new == (int64_t)r->tokens.size();
     c.logits = caught_up ? LogitsMode::kLast : LogitsMode::kNone;
+    if (caught_up) {
+      prepare_sampling(r, device, &sampling[i]);
+      if (sampling[i].on_device) c.sampling = &sampling[i].dev;
+    }
     chunks.push_back(c);
-    res.scheduled_tokens += s.num_new;
+    res.scheduled_tokens += sched[i].num_new;
   }
   res.scheduled_requests = static_cast<int64_t>(sched.size());
   StepOutput out;
@@ -238,22 +315,24 @@ Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
   }
   const int64_t vocab = out.rows > 0 ? (int64_t)out.logits.size() / out.rows : 0;
   int64_t row = 0;
+  size_t dev_row = 0;
   for (size_t i = 0; i < sched.size(); ++i) {
     Request* r = sched[i].req;
     r->num_computed += sched[i].num_new;
     kv_.on_computed(&r->blocks, r->tokens, r->num_computed);
     if (chunks[i].logits != LogitsMode::kLast) continue;
-    if (row >= out.rows) return Internal("runner returned fewer logits rows than requested");
-    std::span<const float> logits(out.logits.data() + row * vocab, vocab);
-    ++row;
-    std::span<const int32_t> generated(r->tokens.data() + r->num_prompt, r->num_output());
-    Result<SampledToken> t = sampler.sample(logits, r->params, generated, r->rng);
-    if (!t.ok()) {
-      finish(r, FinishReason::kError, -1, "sampling failed: " + t.status().message());
-      ++res.finished;
-    } else if (append_token(r, *t)) {
-      ++res.finished;
+    Result<SampledToken> t = InvalidArgument("unset");
+    if (chunks[i].sampling) {
+      if (dev_row >= out.sampled.size()) return Internal("runner returned fewer sampled tokens");
+      t = out.sampled[dev_row++];
+      if (t->token < 0) t = InvalidArgument("the logits row is not finite (NaN or +inf)");
+    } else {
+      if (row >= out.rows) return Internal("runner returned fewer logits rows than requested");
+      std::span<const float> logits(out.logits.data() + row * vocab, vocab);
+      ++row;
+      t = sample_on_host(r, logits, sampling[i], sampler);
     }
+    res.finished += take_sample(r, t);
   }
   remove_finished();
   if (metrics_) metrics_->update([](MetricsSnapshot& s) { ++s.steps; });

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "engine/model_runner.h"
@@ -27,6 +29,10 @@ struct SchedulerOptions {
   int64_t max_num_batched_tokens = 2048;  // tokens computed per step at most
   int64_t max_model_len = 0;              // prompt + output at most (0: the model's limit)
   bool prefix_caching = true;
+  // Ids >= vocab_limit are never sampled (0: every logits row). Set it to the tokenizer's
+  // vocab_size(): gpt-oss has 201088 logits rows for 200019 token ids. Applied to every request
+  // (GenerationParams::vocab_limit) at add().
+  int64_t vocab_limit = 0;
   Status validate() const;
 };
 
@@ -52,7 +58,11 @@ class Scheduler {
   Status add(std::unique_ptr<Request> req);
 
   // Drops cancelled and timed-out requests (finishing their streams), schedules, runs one
-  // model step, samples, and finishes requests that hit a stop condition.
+  // model step, samples, and finishes requests that hit a stop condition. Tokens are sampled
+  // on the device when runner.samples_on_device() (SeqChunk::sampling; same rule, draws from
+  // splitmix64(Request::sample_seed, output index)), else on the host with `sampler`
+  // (Request::rng). Rows whose TokenConstraint restricts the next token always take the host
+  // path (the row's logits are copied, every other id masked to -inf).
   Result<StepResult> step(ModelRunner& runner, TokenSampler& sampler);
   // Finishes every request with `reason` (shutdown).
   void abort_all(FinishReason reason, const std::string& why);
@@ -67,6 +77,18 @@ class Scheduler {
     Request* req;
     int64_t num_new;
   };
+  // How one chunk's next token is sampled (kept alive across runner.step: SeqChunk points here).
+  struct RowSampling {
+    bool on_device = false;
+    std::optional<std::vector<int32_t>> allowed;  // TokenConstraint restriction (host path)
+    DeviceSampling dev;
+    std::vector<int32_t> pen_tokens, pen_counts;  // dev.penalty_* view these
+  };
+  void prepare_sampling(Request* r, bool device, RowSampling* s);
+  Result<SampledToken> sample_on_host(Request* r, std::span<const float> logits,
+                                      const RowSampling& s, TokenSampler& sampler);
+  // Applies a sampled token (or the sampling error) to r; true when r finished.
+  bool take_sample(Request* r, const Result<SampledToken>& t);
   void reap_cancelled();
   std::vector<Scheduled> schedule(int64_t* preempted);
   void preempt(Request* r);
@@ -84,6 +106,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<float> logits_scratch_;
+  std::random_device seed_source_;  // seeds of requests without params.seed
 };
 
 }  // namespace gossamer

@@ -6,6 +6,7 @@
 
 #include "engine/cuda/runner_impl.h"
 #include "kernels/common/cuda_check.h"
+#include "kernels/gemm/params.h"
 
 namespace gossamer {
 
@@ -151,6 +152,84 @@ Result<double> CudaModelRunner::measure_copy_gbs(int device) {
   cudaFree(b);
   GS_CUDA_RETURN(cudaGetLastError());
   return 2.0 * static_cast<double>(n) * iters / (ms * 1e-3) / 1e9;
+}
+
+Result<double> CudaModelRunner::measure_gemm_tflops(int device, int n) {
+  GS_CUDA_RETURN(cudaSetDevice(device));
+  GS_ASSIGN_OR_RETURN(auto ctx, kern::GemmContext::create());
+  const size_t nn = static_cast<size_t>(n) * n;
+  uint16_t *a = nullptr, *w = nullptr;
+  float* d = nullptr;
+  auto cleanup = [&] {
+    cudaFree(a);
+    cudaFree(w);
+    cudaFree(d);
+  };
+  if (cudaMalloc(&a, nn * 2) != cudaSuccess || cudaMalloc(&w, nn * 2) != cudaSuccess ||
+      cudaMalloc(&d, nn * 4) != cudaSuccess) {
+    cleanup();
+    cudaGetLastError();
+    return ResourceExhausted("measure_gemm_tflops: cudaMalloc failed");
+  }
+  // Random bf16 in [-1, 1] (tensor-core power, hence clocks, depends on the data).
+  Status st = cudarun::fill_bf16(a, nn, 11, -1.f, 1.f, nullptr);
+  if (st.ok()) st = cudarun::fill_bf16(w, nn, 12, -1.f, 1.f, nullptr);
+  kern::GemmParams p;
+  p.a = a;
+  p.w = w;
+  p.d = d;
+  p.m = p.n = p.k = n;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  const int iters = 10;
+  for (int i = 0; i < 3 && st.ok(); ++i) st = ctx->run(p, nullptr);
+  cudaEventRecord(e0);
+  for (int i = 0; i < iters && st.ok(); ++i) st = ctx->run(p, nullptr);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cleanup();
+  GS_RETURN_IF_ERROR(st);
+  GS_CUDA_RETURN(cudaGetLastError());
+  return 2.0 * n * static_cast<double>(n) * n * iters / (ms * 1e-3) / 1e12;
+}
+
+double CudaModelRunner::prefill_flops(int64_t tokens, int64_t depth) const {
+  const ModelConfig& c = impl_->cfg;
+  const double H = c.hidden_size, QD = c.num_attention_heads * 64.0, E = c.num_local_experts,
+               K = c.experts_per_token, I = c.intermediate_size, V = c.vocab_size;
+  const double QKV = (c.num_attention_heads + 2 * c.num_key_value_heads) * 64.0;
+  const double per_layer = QKV * H + H * QD + E * H + K * (2 * I * H + H * I);
+  double flops = 2.0 * per_layer * c.num_hidden_layers * tokens + 2.0 * V * H;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool sliding = c.layer_types[l] == LayerType::kSlidingAttention;
+    // Keys attended by the query at position p: min(p + 1, window) (sliding) or p + 1.
+    const int64_t w = sliding ? c.sliding_window : 0;
+    double pairs = 0;
+    const int64_t p0 = depth, p1 = depth + tokens;  // positions [p0, p1)
+    if (w <= 0) {
+      pairs = (static_cast<double>(p1) * (p1 + 1) - static_cast<double>(p0) * (p0 + 1)) / 2;
+    } else {
+      const int64_t ramp_end = std::min(p1, std::max(p0, w));  // p < w: p + 1 keys
+      pairs =
+          (static_cast<double>(ramp_end) * (ramp_end + 1) - static_cast<double>(p0) * (p0 + 1)) /
+              2 +
+          static_cast<double>(p1 - ramp_end) * w;
+    }
+    flops += 4.0 * 64 * c.num_attention_heads * pairs;
+  }
+  return flops;
+}
+
+Result<double> CudaModelRunner::device_mem_used_gib(int device) {
+  GS_CUDA_RETURN(cudaSetDevice(device));
+  size_t free = 0, total = 0;
+  GS_CUDA_RETURN(cudaMemGetInfo(&free, &total));
+  return static_cast<double>(total - free) / (1ull << 30);
 }
 
 }  // namespace gossamer

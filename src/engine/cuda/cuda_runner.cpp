@@ -11,6 +11,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/gemv/params.h"
 #include "kernels/qkv_rope/params.h"
+#include "kernels/router/params.h"
 
 #ifndef GOSSAMER_GIT_SHA
 #define GOSSAMER_GIT_SHA "unknown"
@@ -27,10 +28,12 @@ Status CudaRunnerOptions::validate() const {
     return InvalidArgument("cuda runner: kv block_size must be in [1, 1024]");
   if (kv.num_blocks_full < 0 || kv.num_blocks_sliding < 0)
     return InvalidArgument("cuda runner: negative KV block counts");
-  if (max_seq_len <= 0 || max_seqs <= 0 || max_step_tokens <= 0 || max_step_tokens > 4096) {
+  if (max_seq_len <= 0 || max_seqs <= 0 || max_step_tokens <= 0 || max_step_tokens > 16384) {
     return InvalidArgument(
-        "cuda runner: max_seq_len, max_seqs > 0 and max_step_tokens in [1, 4096]");
+        "cuda runner: max_seq_len, max_seqs > 0 and max_step_tokens in [1, 16384]");
   }
+  if (max_logit_rows <= 0 || prefill_min_rows < 0)
+    return InvalidArgument("cuda runner: max_logit_rows must be > 0, prefill_min_rows >= 0");
   return Status::Ok();
 }
 
@@ -69,14 +72,17 @@ const KvCacheSpec& CudaModelRunner::kv_spec() const {
 
 std::string CudaModelRunner::kernel_path(int rows) const {
   const Impl& m = *impl_;
-  return std::string("embed_bf16_f32 | rmsnorm_f32a_bf16w | ") + kern::qkv_rope_variant(rows) +
+  const bool fused_router = kern::use_norm_router(static_cast<int>(m.cfg.num_local_experts));
+  return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) +
          " | attn_decode_split_bf16kv_f32q(splits=" + std::to_string(m.splits_for(rows)) +
-         ")+attn_combine_f32 | o_proj " + kern::gemv_variant(rows) + "+residual | router " +
-         kern::gemv_variant(rows) +
-         " + topk_softmax_f32 | moe_gate_up_swiglu_mxfp4w_f32a | "
+         ")+attn_combine_f32 | o_proj " + kern::gemv_variant(rows) + "+residual | " +
+         (fused_router ? std::string("norm_router_topk (rmsnorm+router+topk)")
+                       : "rmsnorm | router " + std::string(kern::gemv_variant(rows)) +
+                             " + topk_softmax_f32") +
+         " | moe_gate_up_swiglu_mxfp4w_f32a | "
          "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " +
          kern::gemv_variant(rows) + "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
-         (m.opts.use_graphs ? "yes" : "no");
+         (m.opts.use_graphs ? "yes" : "no") + ", PDL " + (m.opts.pdl ? "on" : "off");
 }
 
 std::string CudaModelRunner::describe() const {
@@ -194,14 +200,17 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
           {c.tokens[j], static_cast<int32_t>(c.pos0 + j), static_cast<int32_t>(i), logit});
     }
   }
-  const int64_t V = m.cfg.vocab_size;
   int64_t total_logits = 0;
   for (const Row& r : rows) total_logits += r.logit;
-  out->rows = total_logits;
-  out->logits.resize(static_cast<size_t>(total_logits * V));
+  GS_RETURN_IF_ERROR(m.begin_sampling(chunks, total_logits, out));  // sizes out (sampling.cpp)
   int64_t done_logits = 0;
-  for (size_t start = 0; start < rows.size(); start += m.R_max) {
-    const int n = static_cast<int>(std::min<size_t>(m.R_max, rows.size() - start));
+  int n = 0;
+  for (size_t start = 0; start < rows.size(); start += static_cast<size_t>(n)) {
+    // A forward takes up to R_max rows with up to L_max logits rows among them.
+    int logit_count = 0;
+    for (n = 0; start + n < rows.size() && n < m.R_max; ++n) {
+      if (rows[start + n].logit && logit_count++ == m.L_max) break;
+    }
     int L = 0;
     for (int r = 0; r < n; ++r) {
       const Row& row = rows[start + r];
@@ -214,19 +223,17 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
     if (decode && m.opts.use_graphs) {
       GS_ASSIGN_OR_RETURN(cudaGraphExec_t g, m.graph_for(n, false));
       GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));
+    } else if (m.use_prefill(n)) {
+      GS_RETURN_IF_ERROR(m.enqueue_prefill(n, L));
     } else {
       GS_RETURN_IF_ERROR(m.enqueue_forward(n, L, false));
     }
-    if (L > 0) {
-      GS_CUDA_RETURN(cudaMemcpyAsync(out->logits.data() + done_logits * V, m.ws.logits,
-                                     static_cast<size_t>(L) * V * sizeof(float),
-                                     cudaMemcpyDeviceToHost, m.stream));
-    }
+    if (L > 0) GS_RETURN_IF_ERROR(m.after_forward(done_logits, L, out));  // sample / copy rows
     GS_CUDA_RETURN(cudaStreamSynchronize(m.stream));
     done_logits += L;
     m.last_logit_rows = L;
   }
-  return Status::Ok();
+  return m.end_sampling(out);
 }
 
 Result<std::vector<int32_t>> CudaModelRunner::last_greedy_tokens() {

@@ -21,8 +21,28 @@ struct CudaRunnerOptions {
   KvCacheSpec kv;                 // num_blocks_* == 0: sized from max_seqs * max_seq_len
   int64_t max_seq_len = 8192;     // longest sequence (block tables hold max_seq_len / block_size)
   int64_t max_seqs = 8;           // sequences per step (block-table rows)
-  int64_t max_step_tokens = 256;  // rows per forward; longer steps are split
+  int64_t max_step_tokens = 256;  // rows per forward (<= 16384); longer steps are split
+  // Logits rows per forward (the logits buffer is [max(max_logit_rows, max_seqs), vocab]
+  // floats); a step with more kAll rows is split into more forwards.
+  int64_t max_logit_rows = 256;
+  // Forwards with at least this many rows take the prefill path (cuBLASLt GEMMs, grouped MoE,
+  // flash attention: docs/prefill.md); smaller ones the decode kernels. 0 = never.
+  int64_t prefill_min_rows = 17;
+  // Inside the prefill path: use kernels/moe_prefill and kernels/flash_attn when they are built
+  // (false, or not built: the decode MoE / attention kernels over all rows).
+  bool prefill_grouped_moe = true;
+  bool prefill_flash_attn = true;
+  // Prefill GEMM activations as bf16 hi + lo pairs (two GEMMs each: ~fp32 activations, ~2x the
+  // dense-projection cost) instead of plain bf16 (~3e-3 relative rounding; docs/prefill.md).
+  bool prefill_split_bf16 = false;
   bool use_graphs = true;
+  // Programmatic dependent launch between the decode kernels that support it
+  // (kernels/common/pdl.h, docs/decode-overhead.md); false: plain stream order.
+  bool pdl = true;
+  // Sample kLast rows on the GPU when the scheduler asks (SeqChunk::sampling; sampling.cpp):
+  // only tokens and logprobs come back, not the logits rows. false: samples_on_device() is false.
+  bool device_sampling = true;
+  bool progress = false;  // weight-upload progress lines on stderr
   int device = 0;
   Status validate() const;
 };
@@ -56,6 +76,7 @@ class CudaModelRunner : public ModelRunner {
   std::string describe() const override;
   Status step(std::span<const SeqChunk> chunks, StepOutput* out) override;
   Status copy_block(bool sliding_pool, int32_t src, int32_t dst) override;
+  bool samples_on_device() const override;  // opts.device_sampling (sampling.cpp)
 
   // Greedy tokens of the last step's logits rows, computed on the GPU (argmax fused in lm_head).
   Result<std::vector<int32_t>> last_greedy_tokens();
@@ -74,8 +95,19 @@ class CudaModelRunner : public ModelRunner {
   static Result<CudaDeviceInfo> device_info(int device);
   // Device-to-device cudaMemcpy bandwidth (GB/s counting read + write), 256 MiB buffers.
   static Result<double> measure_copy_gbs(int device);
+  // bf16 GEMM ceiling: TFLOP/s of an n^3 bf16 x bf16 -> f32 GEMM through the prefill GEMM
+  // wrapper (kernels/gemm, cuBLASLt), mean of 10 after warm-up, random data.
+  static Result<double> measure_gemm_tflops(int device, int n = 8192);
+  // FLOPs of one prefill of `tokens` tokens at `depth`: 2 x active parameters per token (QKV,
+  // O, router, k experts' gate_up + down; lm_head once, for the last row) + attention
+  // 4 x 64 x heads x (query, key) pairs per layer (sliding layers capped by the window).
+  double prefill_flops(int64_t tokens, int64_t depth) const;
+  // Device memory in use (total - free, all processes), GiB.
+  static Result<double> device_mem_used_gib(int device);
   // Which kernel variant each op uses for a batch of `rows` (kernel-path report).
   std::string kernel_path(int rows) const;
+  // The prefill path's kernels (forwards of >= prefill_min_rows rows; docs/prefill.md).
+  std::string prefill_path() const;
 
   struct Impl;
 

@@ -60,11 +60,14 @@ RowStats row_stats(const std::vector<double>& errs, double bound, const char* wh
               s.max, s.within, bound);
   return s;
 }
-void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what) {
+// `median_bound`: 1e-4 for the small configs; the real 120b shapes (2880-long reductions, 201088
+// logits) measured 4.8e-5 and 1.5e-4 on two seeds, so they get 1e-3 (a broken kernel: > 1e-2).
+void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
+                              double median_bound = 1e-4) {
   ASSERT_FALSE(errs.empty());
-  const RowStats s = row_stats(errs, 1e-3, what);
+  const RowStats s = row_stats(errs, 10 * median_bound, what);
   EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
-  EXPECT_LE(s.median, 1e-4) << what;
+  EXPECT_LE(s.median, median_bound) << what;
   EXPECT_LE(s.max, 0.5) << what;
 }
 void expect_rows_close_fp32(const std::vector<double>& errs, const char* what) {
@@ -138,6 +141,7 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max
   o.max_seq_len = 256;
   o.max_seqs = 4;
   o.max_step_tokens = max_step_tokens;
+  o.prefill_min_rows = 0;  // these tests cover the decode kernels; prefill_test.cpp the other path
   auto gpu = CudaModelRunner::create(*f->model, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status().ToString();
   f->gpu = std::move(*gpu);
@@ -226,6 +230,42 @@ TEST(CudaRunner, MatchesCpuReferenceOnRandomSmallModels) {
   }
 }
 
+// The real gpt-oss-120b shapes (hidden 2880, 64/8 heads, 128 experts top-4, vocab 201088,
+// YaRN) with two layers (sliding + full): a 9-token prefill and 4 decode steps on the GPU
+// against the CPU runner with bf16 K/V (and the fp32 one, reported), MXFP4 experts as stored.
+TEST(CudaRunner, RealShapes120bTwoLayers) {
+  const uint64_t seed = fresh_seed("cuda runner 120b shapes");
+  ModelConfig cfg = preset_config("120b").value();
+  cfg.num_hidden_layers = 2;
+  cfg.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention};
+  Fixture f;
+  make_fixture(&f, cfg, seed, 64);
+  if (HasFatalFailure()) return;
+  const int64_t V = cfg.vocab_size;
+  std::mt19937_64 rng(seed + 1);
+  std::vector<int32_t> toks(9);
+  for (auto& t : toks) t = static_cast<int32_t>(rng() % V);
+  std::vector<int32_t> table = {5, 2};
+  std::vector<double> e16, e32;
+  for (int step = 0; step < 5; ++step) {
+    const int64_t pos0 = step == 0 ? 0 : 8 + step;
+    std::span<const int32_t> in =
+        step == 0 ? std::span<const int32_t>(toks) : std::span<const int32_t>(&toks[step], 1);
+    SeqChunk c{in, pos0, table, table, step == 0 ? LogitsMode::kAll : LogitsMode::kLast};
+    StepOutput oc, ob, og;
+    ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+    ASSERT_TRUE(f.cpu_bf16->step({&c, 1}, &ob).ok());
+    ASSERT_TRUE(f.gpu->step({&c, 1}, &og).ok());
+    ASSERT_EQ(og.rows, ob.rows);
+    for (int64_t r = 0; r < og.rows; ++r) {
+      e16.push_back(rel_err(&og.logits[r * V], &ob.logits[r * V], V));
+      e32.push_back(rel_err(&og.logits[r * V], &oc.logits[r * V], V));
+    }
+  }
+  expect_rows_match_bf16kv(e16, "120b shapes, 2 layers vs cpu (bf16 K/V)", 1e-3);
+  expect_rows_close_fp32(e32, "120b shapes, 2 layers vs cpu (fp32)");
+}
+
 TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
   const uint64_t seed = fresh_seed("cuda runner batch");
   std::mt19937_64 rng(seed);
@@ -238,6 +278,7 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
   o.kv = f.kv;
   o.max_seq_len = 256;
   o.max_seqs = 4;
+  o.prefill_min_rows = 0;
   auto single = CudaModelRunner::create(*f.model, o);
   ASSERT_TRUE(single.ok()) << single.status().ToString();
   const int64_t V = f.model->config.vocab_size;

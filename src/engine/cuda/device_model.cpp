@@ -5,6 +5,7 @@
 
 #include "common/numerics.h"
 #include "engine/cuda/runner_impl.h"
+#include "engine/cuda/uploader.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 
@@ -97,7 +98,8 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
   GS_ASSIGN_OR_RETURN(w.act, alloc_n<float>(R_max * K * I, "expert activations"));
-  GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(R_max * V, "logits"));
+  L_max = static_cast<int>(std::min<int64_t>(R_max, std::max(opts.max_logit_rows, opts.max_seqs)));
+  GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(L_max * V, "logits"));
   GS_ASSIGN_OR_RETURN(w.keys, alloc_n<unsigned long long>(R_max, "argmax keys"));
   GS_ASSIGN_OR_RETURN(w.sampled, alloc_n<int32_t>(R_max, "sampled tokens"));
   GS_CUDA_RETURN(cudaMemset(w.keys, 0, R_max * sizeof(unsigned long long)));
@@ -111,7 +113,7 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   in.tables_sliding = in.tables_full + tab;
   GS_CUDA_RETURN(cudaMallocHost(&h_in, in.count * sizeof(int32_t)));
   std::memset(h_in, 0, in.count * sizeof(int32_t));
-  return Status::Ok();
+  return init_prefill();
 }
 
 Status CudaModelRunner::Impl::alloc_weights() {
@@ -172,61 +174,18 @@ Status CudaModelRunner::Impl::synth_weights(uint64_t seed) {
   return Status::Ok();
 }
 
-namespace {
-
-// Copies `bytes` host bytes to the device through a pinned staging buffer (chunks).
-class Uploader {
- public:
-  explicit Uploader(cudaStream_t s) : s_(s) {}
-  ~Uploader() {
-    if (buf_) cudaFreeHost(buf_);
-  }
-  Status copy(void* dst, const void* src, size_t bytes, const std::string& what) {
-    if (!src) return InvalidArgument("cuda runner: tensor " + what + " has no data");
-    if (!buf_) GS_CUDA_RETURN(cudaMallocHost(&buf_, kChunk));
-    for (size_t off = 0; off < bytes; off += kChunk) {
-      const size_t n = std::min(kChunk, bytes - off);
-      GS_CUDA_RETURN(cudaStreamSynchronize(s_));  // staging buffer free again
-      std::memcpy(buf_, static_cast<const char*>(src) + off, n);
-      GS_CUDA_RETURN(
-          cudaMemcpyAsync(static_cast<char*>(dst) + off, buf_, n, cudaMemcpyHostToDevice, s_));
-    }
-    return cuda_status_sync();
-  }
-  // Small vector (bf16/f16/f32 tensor of n elements) -> fp32 on the device.
-  Status vec_f32(float* dst, const TensorRef& t, size_t n, const std::string& what) {
-    if (static_cast<size_t>(t.numel()) != n) {
-      return InvalidArgument("cuda runner: tensor " + what + " has " + std::to_string(t.numel()) +
-                             " elements, expected " + std::to_string(n));
-    }
-    std::vector<float> h(n);
-    for (size_t i = 0; i < n; ++i) h[i] = t.get(static_cast<int64_t>(i));
-    return copy(dst, h.data(), n * sizeof(float), what);
-  }
-  Status raw(void* dst, const TensorRef& t, size_t bytes, const std::string& what) {
-    if (static_cast<size_t>(t.numel() * dtype_size(t.dtype)) != bytes) {
-      return InvalidArgument("cuda runner: tensor " + what + " has " +
-                             std::to_string(t.numel() * dtype_size(t.dtype)) + " bytes, expected " +
-                             std::to_string(bytes));
-    }
-    return copy(dst, t.data, bytes, what);
-  }
-
- private:
-  Status cuda_status_sync() { return kern::cuda_status(cudaStreamSynchronize(s_), "upload"); }
-  static constexpr size_t kChunk = size_t{64} << 20;
-  cudaStream_t s_;
-  void* buf_ = nullptr;
-};
-
-}  // namespace
-
 Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
   const ModelWeights& w = m.weights;
   const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
                I = cfg.intermediate_size, V = cfg.vocab_size;
   const size_t KD = cfg.num_key_value_heads * 64;
-  Uploader up(stream);
+  // Bytes of every tensor below (progress total).
+  const size_t total = 2 * V * H * 2 + H * 2 +
+                       layers.size() * (2 * H * 2 + (QD + 2 * KD) * H * 2 + (QD + 2 * KD) * 4 +
+                                        H * QD * 2 + H * 4 + cfg.num_attention_heads * 4 +
+                                        E * H * 2 + E * 4 + E * 2 * I * H / 2 + E * 2 * I * H / 32 +
+                                        E * 2 * I * 4 + E * H * I / 2 + E * H * I / 32 + E * H * 4);
+  cudarun::Uploader up(stream, total, opts.progress);
   auto bf16_only = [](const TensorRef& t, const std::string& what) -> Status {
     if (t.dtype != DType::kBF16)
       return Unsupported("cuda runner: " + what + " must be bf16, got " + dtype_name(t.dtype));
@@ -269,7 +228,8 @@ Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
     GS_RETURN_IF_ERROR(up.vec_f32(L.dn_b, s.down_b, E * H, p + "down bias"));
   }
   GS_RETURN_IF_ERROR(bf16_only(w.final_norm, "final norm"));
-  return up.raw(final_norm, w.final_norm, H * 2, "final norm");
+  GS_RETURN_IF_ERROR(up.raw(final_norm, w.final_norm, H * 2, "final norm"));
+  return up.finish();
 }
 
 }  // namespace gossamer

@@ -30,7 +30,8 @@ namespace {
 struct Dims {
   int H, nh, kvh, E, K, I, V, QD;
   float eps;
-  explicit Dims(const ModelConfig& c)
+  bool pdl;  // programmatic dependent launch for the kernels that support it (common/pdl.h)
+  Dims(const ModelConfig& c, bool pdl_on)
       : H(static_cast<int>(c.hidden_size)),
         nh(static_cast<int>(c.num_attention_heads)),
         kvh(static_cast<int>(c.num_key_value_heads)),
@@ -39,10 +40,11 @@ struct Dims {
         I(static_cast<int>(c.intermediate_size)),
         V(static_cast<int>(c.vocab_size)),
         QD(nh * 64),
-        eps(static_cast<float>(c.rms_norm_eps)) {}
+        eps(static_cast<float>(c.rms_norm_eps)),
+        pdl(pdl_on) {}
 };
 
-// Attention half of a layer: norm, fused QKV/RoPE/KV write, split attention, O-proj + residual.
+// Attention half of a layer: fused norm + QKV/RoPE/KV write, split attention, O-proj + residual.
 Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
                          const Dims& d, kern::QkvRopeParams& qp, kern::AttnParams& ap) {
   using namespace kern;
@@ -51,7 +53,9 @@ Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   Range r("attention block");
   const int32_t* tables = L.sliding ? m.in.tables_sliding : m.in.tables_full;
   const int nblocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
-  GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.attn_norm, nullptr, ws.xn, rows, d.H, d.eps}, s));
+  qp.x = ws.x;  // RMSNorm fused into qkv_rope (norm_w): no separate norm kernel
+  qp.norm_w = L.attn_norm;
+  qp.eps = d.eps;
   qp.w = L.qkv_w;
   qp.bias = L.qkv_b;
   qp.block_table = tables;
@@ -66,7 +70,7 @@ Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   ap.sinks = L.sinks;
   ap.window = L.sliding ? static_cast<int>(m.cfg.sliding_window) : 0;
   GS_RETURN_IF_ERROR(launch_attention(ap, s));
-  return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr}, s);
+  return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr, d.pdl}, s);
 }
 
 // MoE half of a layer: norm, router GEMV + top-k, gate_up + SwiGLU, down + weighted residual.
@@ -76,10 +80,18 @@ Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
   const auto& ws = m.ws;
   cudaStream_t s = m.stream;
   Range r("moe block");
-  GS_RETURN_IF_ERROR(launch_rmsnorm({ws.x, L.mlp_norm, nullptr, ws.xn, rows, d.H, d.eps}, s));
-  GS_RETURN_IF_ERROR(launch_gemv(
-      {L.router_w, L.router_b, ws.xn, ws.router, d.E, d.H, rows, d.E, false, nullptr}, s));
-  GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K}, s));
+  if (use_norm_router(d.E)) {  // one fused kernel: norm (writes xn), router GEMV, top-k
+    GS_RETURN_IF_ERROR(
+        launch_norm_router_topk({ws.x, L.mlp_norm, L.router_w, L.router_b, ws.xn, nullptr, ws.ids,
+                                 ws.rw, rows, d.H, d.E, d.K, d.eps, d.pdl},
+                                s));
+  } else {
+    GS_RETURN_IF_ERROR(
+        launch_rmsnorm({ws.x, L.mlp_norm, nullptr, ws.xn, rows, d.H, d.eps, d.pdl}, s));
+    GS_RETURN_IF_ERROR(launch_gemv(
+        {L.router_w, L.router_b, ws.xn, ws.router, d.E, d.H, rows, d.E, false, nullptr, d.pdl}, s));
+    GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K, d.pdl}, s));
+  }
   MoeGateUpParams gp;
   gp.blocks = L.gu_blocks;
   gp.scales = L.gu_scales;
@@ -115,10 +127,11 @@ Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
 
 Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool feedback) {
   using namespace kern;
-  const Dims d(cfg);
+  const Dims d(cfg, opts.pdl);
   cudaStream_t s = stream;
   Range fwd("forward");
-  GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, d.V, d.H}, s));
+  // The first kernel of the step follows the input upload (a copy, not a kernel): no PDL.
+  GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, d.V, d.H, false}, s));
   QkvRopeParams qp;  // per-layer fields are set in enqueue_attention
   qp.x = ws.xn;
   qp.pos = in.pos;
@@ -132,6 +145,7 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   qp.max_blocks = max_blocks;
   for (int i = 0; i < 32; ++i) qp.inv_freq[i] = rope.inv_freq[i];
   qp.rope_scale = static_cast<float>(rope.attention_scaling);
+  qp.pdl = d.pdl;
   AttnParams ap;
   ap.q = ws.q;
   ap.row_seq = in.row_seq;
@@ -146,6 +160,7 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   ap.max_blocks = max_blocks;
   ap.splits = splits_for(rows);
   ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
+  ap.pdl = d.pdl;
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
     GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap));
@@ -154,9 +169,9 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   if (logit_rows == 0) return Status::Ok();
   Range r("lm_head + greedy");
   GS_RETURN_IF_ERROR(
-      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps}, s));
+      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps, d.pdl}, s));
   GS_RETURN_IF_ERROR(launch_gemv(
-      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys}, s));
+      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys, d.pdl}, s));
   GreedyFinalizeParams fp{ws.keys, ws.sampled, feedback ? in.tokens : nullptr,
                           feedback ? in.pos : nullptr, logit_rows};
   return launch_greedy_finalize(fp, s);

@@ -5,10 +5,12 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "engine/cuda/cuda_runner.h"
 #include "engine/rope.h"
+#include "kernels/gemm/params.h"
 
 namespace gossamer::cudarun {
 
@@ -56,9 +58,21 @@ struct Workspace {
   int32_t* ids = nullptr;              // [R_max, k]
   float* rw = nullptr;                 // [R_max, k]
   float* act = nullptr;                // [R_max, k, I]
-  float* logits = nullptr;             // [R_max, V]
+  float* logits = nullptr;             // [L_max, V]
   unsigned long long* keys = nullptr;  // [R_max] argmax keys (kept zero between steps)
   int32_t* sampled = nullptr;          // [R_max]
+  // Prefill path (prefill_forward.cpp): bf16 GEMM inputs and the QKV GEMM output.
+  uint16_t* xb = nullptr;  // [R_max, max(H, nh * 64)] bf16
+  uint16_t* xb_lo = nullptr;  // same: the bf16 residual x - xb (opts.prefill_split_bf16 only)
+  float* qkv = nullptr;    // [R_max, (nh + 2 kvh) * 64] f32 (bias added)
+  void* moe_ws = nullptr;  // kernels/moe_prefill workspace (when built), moe_ws_bytes
+  size_t moe_ws_bytes = 0;
+};
+
+// Device-sampling state (sampling.cpp): pinned and device buffers grown on demand.
+struct SamplingState;
+struct SamplingStateDeleter {
+  void operator()(SamplingState* s) const;
 };
 
 }  // namespace gossamer::cudarun
@@ -74,6 +88,8 @@ struct CudaModelRunner::Impl {
   int sms = 0;
   int max_blocks = 0;  // block-table width (max_seq_len / block_size)
   int R_max = 0, S_max = 0;
+  int L_max = 0;                            // logits rows per forward (ws.logits rows)
+  std::unique_ptr<kern::GemmContext> gemm;  // cuBLASLt handle + workspace (prefill GEMMs)
   std::vector<void*> allocations;
   uint16_t* embed = nullptr;       // [V, H] bf16
   uint16_t* final_norm = nullptr;  // [H] bf16
@@ -104,7 +120,23 @@ struct CudaModelRunner::Impl {
   // `logit_rows` rows of logits and their greedy tokens; feedback: sampled tokens become the
   // next inputs and positions advance (bench loop).
   Status enqueue_forward(int rows, int logit_rows, bool feedback);
+  // The tensor-core prefill forward (prefill_forward.cpp): same op sequence, dense projections
+  // as cuBLASLt GEMMs, grouped MoE / flash attention when built. Used for forwards with at least
+  // opts.prefill_min_rows rows; never captured in a graph.
+  Status enqueue_prefill(int rows, int logit_rows);
+  bool use_prefill(int rows) const {
+    return opts.prefill_min_rows > 0 && rows >= opts.prefill_min_rows;
+  }
+  Status init_prefill();  // GEMM context, prefill workspace (prefill_forward.cpp)
   Result<cudaGraphExec_t> graph_for(int rows, bool feedback);
+  // Device sampling (sampling.cpp). begin: validates the chunks' SeqChunk::sampling, sizes
+  // out->logits / rows (host rows only) and out->sampled, uploads the row params and penalty
+  // lists. after_forward: for logits rows [first, first + n) now in ws.logits, samples the
+  // device rows and queues the copies of the host rows (no sync). end: fills out->sampled.
+  std::unique_ptr<cudarun::SamplingState, cudarun::SamplingStateDeleter> sampling;
+  Status begin_sampling(std::span<const SeqChunk> chunks, int64_t total_logits, StepOutput* out);
+  Status after_forward(int64_t first, int n, StepOutput* out);
+  Status end_sampling(StepOutput* out);
   Status upload_inputs();
 };
 

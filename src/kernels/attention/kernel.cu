@@ -15,6 +15,8 @@
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/flash_attn/params.h"
 
 namespace gossamer::kern {
@@ -31,6 +33,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnPa
   __shared__ float alpha_s[kMaxG];
   __shared__ size_t off[kTile];
   const int split = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  pdl_wait();  // q and this step's K/V row come from qkv_rope
+  pdl_trigger();
   const int G = p.n_heads / p.n_kv_heads;
   const int pos = p.pos[b];
   const int lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
@@ -150,6 +154,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnPa
 __global__ void __launch_bounds__(kD) attn_combine_f32(AttnParams p) {
   const int bh = blockIdx.x, d = threadIdx.x;
   const int h = bh % p.n_heads;
+  pdl_wait();  // partials come from the split kernel
+  pdl_trigger();
   const float* ml = p.part_ml + static_cast<size_t>(bh) * p.splits * 2;
   const float sink = p.sinks[h] * kLog2e;
   float m = sink;
@@ -192,12 +198,14 @@ Status launch_attention(const AttnParams& p, cudaStream_t s) {
     f.variant = p.batch <= 64 ? 1 : 2;
     f.stages = p.stages;
     f.precise = p.kernel == 1;
+    f.pdl = p.pdl;
     return launch_flash_attn(f, s);
   }
-  attn_decode_split_bf16kv_f32q<<<dim3(p.splits, p.n_kv_heads, p.batch), kThreads, 0, s>>>(p);
-  GS_RETURN_IF_ERROR(launch_status("attn_decode_split_bf16kv_f32q"));
-  attn_combine_f32<<<p.batch * p.n_heads, kD, 0, s>>>(p);
-  return launch_status("attn_combine_f32");
+  GS_RETURN_IF_ERROR(launch_pdl(p.pdl, "attn_decode_split_bf16kv_f32q",
+                                attn_decode_split_bf16kv_f32q,
+                                dim3(p.splits, p.n_kv_heads, p.batch), dim3(kThreads), 0, s, p));
+  return launch_pdl(p.pdl, "attn_combine_f32", attn_combine_f32, dim3(p.batch * p.n_heads),
+                    dim3(kD), 0, s, p);
 }
 
 }  // namespace gossamer::kern

@@ -34,7 +34,8 @@ struct AttnParams {
   // one-warp tiles for batch <= 64, wide tiles above) with precise bf16 hi/lo inputs (~1e-6);
   // 2: the same with plain bf16 q and P (~2e-3). Same partials layout for all.
   int kernel = 1;
-  int stages = 0;  // kernels 1-2: cp.async ring depth (FlashAttnParams::stages), 0 default
+  int stages = 0;    // kernels 1-2: cp.async ring depth (FlashAttnParams::stages), 0 default
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
 
 namespace gossamer::kern {
 
@@ -21,29 +22,45 @@ __device__ __forceinline__ float dot8_bf16(uint4 w, float4 a, float4 b) {
   return s;
 }
 
+// (x * s) * g for 8 activations, their row's 1/rms s and 8 bf16 gains: an RMSNorm folded into
+// the GEMV, in the same order of fp32 operations as the rmsnorm kernel (bit-identical inputs).
+__device__ __forceinline__ void scale8_bf16(float4& a, float4& b, float s, uint4 g) {
+  a = make_float4(a.x * s * bf16_lo(g.x), a.y * s * bf16_hi(g.x), a.z * s * bf16_lo(g.y),
+                  a.w * s * bf16_hi(g.y));
+  b = make_float4(b.x * s * bf16_lo(g.z), b.y * s * bf16_hi(g.z), b.z * s * bf16_lo(g.w),
+                  b.w * s * bf16_hi(g.w));
+}
+
 // w_rows[r]: start of weight row r ([cols] bf16, 16-byte aligned); x: [nb, cols] f32 with
-// nb <= BT valid rows; cols % 8 == 0.
-template <int BT, int RPW>
+// nb <= BT valid rows; cols % 8 == 0. NORM: fused RMSNorm, x[b, c] is used as
+// (x[b, c] * inv_rms[b]) * gain[c] (gain: [cols] bf16, inv_rms: [BT] from block_inv_rms).
+// UNROLL: chunks per lane in flight (the summation order does not depend on it).
+template <int BT, int RPW, bool NORM = false, int UNROLL = 2>
 __device__ __forceinline__ void warp_gemv_bf16(const uint16_t* const (&w_rows)[RPW], int cols,
                                                const float* __restrict__ x, int nb,
-                                               float (&acc)[RPW][BT]) {
+                                               float (&acc)[RPW][BT],
+                                               const uint16_t* __restrict__ gain = nullptr,
+                                               const float* inv_rms = nullptr) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int b = 0; b < BT; ++b) acc[r][b] = 0.f;
   const int nch = cols / 8;
-#pragma unroll 2
+#pragma unroll UNROLL
   for (int k = lane; k < nch; k += 32) {
     uint4 wv[RPW];
 #pragma unroll
     for (int r = 0; r < RPW; ++r) wv[r] = ld_stream16(w_rows[r] + 8 * k);
+    uint4 g{};
+    if constexpr (NORM) g = __ldg(reinterpret_cast<const uint4*>(gain) + k);
 #pragma unroll
     for (int b = 0; b < BT; ++b) {
       if (b < nb) {
         const float4* xp =
             reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * cols + 8 * k);
-        const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+        float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+        if constexpr (NORM) scale8_bf16(x0, x1, inv_rms[b], g);
 #pragma unroll
         for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wv[r], x0, x1);
       }
@@ -53,6 +70,53 @@ __device__ __forceinline__ void warp_gemv_bf16(const uint16_t* const (&w_rows)[R
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
+}
+
+// L2 prefetch of the RPW weight rows this warp will read (one hint per 32-byte sector, spread
+// over the lanes): issued before pdl_wait() so the weights stream in while the previous kernel
+// of the chain is still running. Weights only: no activation may be touched before the wait.
+template <int RPW>
+__device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_rows)[RPW], int cols) {
+  const int lane = threadIdx.x & 31;
+  const int nsec = (cols + 15) / 16;  // 32-byte sectors per row (the last may be partial)
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+    for (int k = lane; k < nsec; k += 32) prefetch_l2(w_rows[r] + 16 * k);
+}
+
+// RMSNorm prologue: inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) for the nb <= BT rows of x
+// ([nb, hidden] f32, hidden % 4 == 0), block-wide (WARPS warps; contains __syncthreads()).
+template <int BT, int WARPS>
+__device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb, float eps,
+                                              float (&inv)[BT]) {
+  __shared__ float red[WARPS][BT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
+  float ss[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b) ss[b] = 0.f;
+  for (int i = threadIdx.x; i < n4; i += WARPS * 32) {
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      if (b < nb) {
+        const float4 v =
+            __ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + i);
+        ss[b] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    ss[b] = warp_sum(ss[b]);
+    if (lane == 0) red[warp][b] = ss[b];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += red[w][b];
+    inv[b] = rsqrtf(t / static_cast<float>(hidden) + eps);
+  }
 }
 
 // Orderable 64-bit argmax key: larger value wins, ties go to the lower index. 0 is below every

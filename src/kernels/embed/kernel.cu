@@ -1,6 +1,8 @@
 // embed_bf16_f32: one 256-thread block per row, 4 values (8 bytes) per thread per step.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/embed/params.h"
 
 namespace gossamer::kern {
@@ -8,6 +10,8 @@ namespace {
 
 __global__ void __launch_bounds__(256) embed_bf16_f32(EmbedParams p) {
   const int b = blockIdx.x;
+  pdl_wait();  // tokens may be written by the previous step's sampler
+  pdl_trigger();
   const int tok = p.tokens[b];
   float4* x = reinterpret_cast<float4*>(p.x + static_cast<size_t>(b) * p.hidden);
   const bool ok = tok >= 0 && tok < p.vocab;
@@ -25,8 +29,7 @@ __global__ void __launch_bounds__(256) embed_bf16_f32(EmbedParams p) {
 
 Status launch_embed(const EmbedParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  embed_bf16_f32<<<p.batch, 256, 0, s>>>(p);
-  return launch_status("embed_bf16_f32");
+  return launch_pdl(p.pdl, "embed_bf16_f32", embed_bf16_f32, dim3(p.batch), dim3(256), 0, s, p);
 }
 
 }  // namespace gossamer::kern

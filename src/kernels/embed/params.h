@@ -16,6 +16,7 @@ struct EmbedParams {
   float* x = nullptr;               // [batch, hidden] f32
   int32_t* error = nullptr;         // optional: set to row+1 of a bad token id
   int batch = 0, vocab = 0, hidden = 0;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -18,6 +18,8 @@
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/flash_attn/params.h"
 
 namespace gossamer::kern {
@@ -284,6 +286,10 @@ __global__ void __launch_bounds__(W * 32, MINB)
     for (int j = 0; j < i && lead; ++j) lead = s_seq[j] != s_seq[i];
     s_lead[i] = lead;
   }
+  // PDL: pos / row_seq / tables are step inputs (no kernel of the step writes them); q and the
+  // K/V rows of this step come from qkv_rope, so everything below runs after the wait.
+  pdl_wait();
+  pdl_trigger();
   __syncthreads();
   int rt[2], tok[2], h[2];
   bool ok[2];
@@ -349,6 +355,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
 // Merges the splits of each (token, head) with the sink: grid tokens * nh, 64 threads.
 __global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) {
   const int bh = blockIdx.x, d = threadIdx.x, hh = bh % p.n_heads;
+  pdl_wait();  // partials come from the split kernel
+  pdl_trigger();
   const float* ml = p.part_ml + static_cast<size_t>(bh) * p.splits * 2;
   const float sink = p.sinks[hh] * kLog2e;
   float m = sink;
@@ -371,8 +379,7 @@ Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
     GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
   const dim3 grid((p.tokens + tq - 1) / tq, p.n_kv_heads, p.splits);
-  fn<<<grid, W * 32, smem, st>>>(p, tq);
-  return launch_status("flash_attn_paged_bf16kv_f32q");
+  return launch_pdl(p.pdl, "flash_attn_paged_bf16kv_f32q", fn, grid, dim3(W * 32), smem, st, p, tq);
 }
 
 template <int W, int MINB, bool PRECISE>
@@ -407,8 +414,8 @@ Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t st) {
                                 : launch_variant<false>(p, variant, p.stages, st);
   GS_RETURN_IF_ERROR(st_k);
   if (p.splits == 1) return Status::Ok();
-  flash_attn_combine_f32<<<p.tokens * p.n_heads, kD, 0, st>>>(p);
-  return launch_status("flash_attn_combine_f32");
+  return launch_pdl(p.pdl, "flash_attn_combine_f32", flash_attn_combine_f32,
+                    dim3(p.tokens * p.n_heads), dim3(kD), 0, st, p);
 }
 
 }  // namespace gossamer::kern

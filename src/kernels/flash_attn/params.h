@@ -42,6 +42,7 @@ struct FlashAttnParams {
   // q and P split into bf16 hi + lo halves (2x the MMAs): ~1e-6 relative error instead of the
   // ~3e-3 of plain bf16 inputs. Used by the decode path, where the MMAs are free.
   bool precise = false;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -5,15 +5,17 @@
 // memory, then one 64-bit atomicMax per block and batch row.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/gemv/params.h"
 
 namespace gossamer::kern {
 namespace {
 
 constexpr int kWarps = 8, kRpw = 2, kRowsPerBlock = kWarps * kRpw;
+constexpr unsigned kMaxPrefetchBlocks = 1024;
 
 template <int BT>
-__global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p) {
+__global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p, bool prefetch) {
   static_assert(BT >= 1 && BT <= 8, "batch tile 1..8");
   __shared__ unsigned long long best[BT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -25,6 +27,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p) {
   for (int r = 0; r < kRpw; ++r) {
     rows[r] = p.w + static_cast<size_t>(min(r0 + r, p.rows - 1)) * p.cols;  // clamp: discarded
   }
+  if (prefetch && blockIdx.y == 0)
+    warp_prefetch_rows<kRpw>(rows, p.cols);  // weights: safe before the wait
+  pdl_wait();  // x (and y when accumulating) come from earlier kernels
+  pdl_trigger();
   float acc[kRpw][BT];
   warp_gemv_bf16<BT, kRpw>(rows, p.cols, p.x + static_cast<size_t>(b0) * p.cols, nb, acc);
   if (p.argmax) __syncthreads();
@@ -55,8 +61,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p) {
 template <int BT>
 Status launch_bt(const GemvParams& p, cudaStream_t s) {
   dim3 grid((p.rows + kRowsPerBlock - 1) / kRowsPerBlock, (p.batch + BT - 1) / BT);
-  gemv_bf16w_f32a<BT><<<grid, kWarps * 32, 0, s>>>(p);
-  return launch_status("gemv_bf16w_f32a");
+  // Prefetch only when the grid is about one wave (O-proj, router): later waves of a large grid
+  // (lm_head) start after the wait anyway, and the hints would only double the L2 requests.
+  const bool prefetch = p.pdl && grid.x * grid.y <= kMaxPrefetchBlocks;
+  return launch_pdl(p.pdl, "gemv_bf16w_f32a", gemv_bf16w_f32a<BT>, grid, dim3(kWarps * 32), 0, s, p,
+                    prefetch);
 }
 
 }  // namespace

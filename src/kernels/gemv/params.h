@@ -22,6 +22,7 @@ struct GemvParams {
   bool accumulate = false;  // y += result (residual add) instead of y = result
   // [batch] packed (value, row) keys; reset to 0 before the launch. Null: no argmax.
   unsigned long long* argmax = nullptr;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -1,4 +1,6 @@
-// qkv_rope_bf16w_f32a<BT>: grid.x = 2 * (nh + 2 kvh) blocks, one per half of a 64-row head
+// qkv_rope_bf16w_f32a<BT>: (optional fused RMSNorm: each block recomputes the BT rows' 1/rms
+// and normalises the activations inside the GEMV loads) grid.x = 2 * (nh + 2 kvh) blocks, one per
+// half of a 64-row head
 // ("unit": a q, k or v head); block = 8 warps x 4 rows = 32 rows: the 16 rotation pairs
 // (i, i + 32) for i in [half*16, half*16 + 16), so the RoPE partner of every row is in the same
 // block. grid.y tiles the batch by BT. The GEMV core (common/gemv_core.cuh) leaves the 32 x BT
@@ -7,6 +9,7 @@
 // cache slot given by the block table.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/qkv_rope/params.h"
 
 namespace gossamer::kern {
@@ -15,7 +18,7 @@ namespace {
 constexpr int kWarps = 8, kRpw = 4, kRows = kWarps * kRpw;
 static_assert(kRows == kHeadDim / 2, "a block covers the 16 rotation pairs of half a head");
 
-template <int BT>
+template <int BT, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams p) {
   __shared__ float res[BT][kRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -29,8 +32,17 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams
     const int hr = lr < 16 ? half * 16 + lr : 32 + half * 16 + (lr - 16);
     rows[r] = p.w + (static_cast<size_t>(unit) * kHeadDim + hr) * p.hidden;
   }
+  if (p.pdl && blockIdx.y == 0)
+    warp_prefetch_rows<kRpw>(rows, p.hidden);  // weights: safe before the wait
+  pdl_wait();  // x (residual or normed) comes from the previous kernel
+  pdl_trigger();
+  const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
+  float inv[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b) inv[b] = 1.f;
+  if constexpr (NORM) block_inv_rms<BT, kWarps>(x, p.hidden, nb, p.eps, inv);  // fused RMSNorm
   float acc[kRpw][BT];
-  warp_gemv_bf16<BT, kRpw>(rows, p.hidden, p.x + static_cast<size_t>(b0) * p.hidden, nb, acc);
+  warp_gemv_bf16<BT, kRpw, NORM>(rows, p.hidden, x, nb, acc, p.norm_w, inv);
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < kRpw; ++r)
@@ -79,8 +91,8 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams
 template <int BT>
 Status launch_bt(const QkvRopeParams& p, cudaStream_t s) {
   dim3 grid(2 * (p.n_heads + 2 * p.n_kv_heads), (p.batch + BT - 1) / BT);
-  qkv_rope_bf16w_f32a<BT><<<grid, kWarps * 32, 0, s>>>(p);
-  return launch_status("qkv_rope_bf16w_f32a");
+  auto* kernel = p.norm_w ? qkv_rope_bf16w_f32a<BT, true> : qkv_rope_bf16w_f32a<BT, false>;
+  return launch_pdl(p.pdl, "qkv_rope_bf16w_f32a", kernel, grid, dim3(kWarps * 32), 0, s, p);
 }
 
 }  // namespace

@@ -19,9 +19,13 @@ namespace gossamer::kern {
 inline constexpr int kHeadDim = 64;
 
 struct QkvRopeParams {
-  const uint16_t* w = nullptr;           // [(nh + 2 kvh) * 64, hidden] bf16
-  const float* bias = nullptr;           // [(nh + 2 kvh) * 64] f32 (may be null)
-  const float* x = nullptr;              // [batch, hidden] f32 (normed activations)
+  const uint16_t* w = nullptr;  // [(nh + 2 kvh) * 64, hidden] bf16
+  const float* bias = nullptr;  // [(nh + 2 kvh) * 64] f32 (may be null)
+  const float* x = nullptr;     // [batch, hidden] f32 (normed activations)
+  // Fused RMSNorm: when set, x is the raw residual stream and the kernel uses
+  // x / sqrt(mean(x^2) + eps) * norm_w instead ([hidden] bf16, 16-byte aligned).
+  const uint16_t* norm_w = nullptr;
+  float eps = 1e-5f;
   const int32_t* pos = nullptr;          // [batch] position of each row's token (device)
   const int32_t* block_table = nullptr;  // [seqs, max_blocks] physical block ids (device)
   const int32_t* row_seq = nullptr;      // [batch] table row of each activation row; null: identity
@@ -32,6 +36,7 @@ struct QkvRopeParams {
   int block_size = 16, max_blocks = 0, num_blocks = 0;
   double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
   float rope_scale = 1.f;              // multiplies cos and sin (YaRN attention scaling)
+  bool pdl = false;                    // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "common/numerics.h"
 #include "kernels/common/testing.h"
 #include "kernels/qkv_rope/cases.h"
 #include "kernels/qkv_rope/params.h"
+#include "kernels/rmsnorm/params.h"
 
 namespace gossamer::kern {
 namespace {
@@ -27,9 +29,10 @@ void fill_yarn(QkvRopeParams* p) {
   p->rope_scale = static_cast<float>(0.1 * std::log(factor) + 1);
 }
 
-TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
-  std::mt19937_64 rng(testing::fresh_seed("qkv_rope"));
-  for (const auto& c : kQkvRopeCases) {
+// fused: x is a raw residual row and the RMSNorm (gain norm_w) runs inside the kernel, with PDL
+// on; the reference gets the fp64 normed rows (rounded to f32).
+void check_case(const QkvRopeCase& c, bool fused, std::mt19937_64& rng) {
+  {
     const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16, max_blocks = 4;
     const int num_blocks = c.batch * max_blocks;
     QkvRopeParams p;
@@ -45,6 +48,16 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
     auto w = testing::rand_bf16(rng, nw, -0.1f, 0.1f);
     auto bias = testing::rand_f32(rng, static_cast<size_t>(units) * kHeadDim, -0.5f, 0.5f);
     auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.hidden, -1.f, 1.f);
+    auto xref = x;
+    const auto gain = testing::rand_bf16(rng, c.hidden, 0.25f, 2.f);
+    DevBuf<uint16_t> dg(gain.size());
+    dg.upload(gain);
+    if (fused) {
+      const auto xn = rmsnorm_ref(x, gain, c.batch, c.hidden, 1e-5f);
+      for (size_t i = 0; i < x.size(); ++i) xref[i] = static_cast<float>(xn[i]);
+      p.norm_w = dg.get();
+      p.pdl = true;
+    }
     // Positions: within the 4 logical blocks' reach of the table but offset by a large base
     // handled through the table (block index pos / bs must be < max_blocks).
     std::vector<int32_t> pos(c.batch), table(static_cast<size_t>(c.batch) * max_blocks);
@@ -77,7 +90,7 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<double> kref, vref;
-    const auto qref = qkv_rope_ref(w, bias, x, pos, p, &kref, &vref);
+    const auto qref = qkv_rope_ref(w, bias, xref, pos, p, &kref, &vref);
     const double eq = testing::rel_err(dq.download(), qref);
     // Gather the written cache slots.
     const auto kc = dk.download(), vc = dv.download();
@@ -94,10 +107,82 @@ TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
         }
     }
     const double ek = testing::rel_err(kg, kref), ev = testing::rel_err(vg, vref);
-    std::printf("qkv_rope %-24s rel_err q %.3g k %.3g v %.3g\n", c.name, eq, ek, ev);
+    std::printf("qkv_rope %-24s %-5s rel_err q %.3g k %.3g v %.3g\n", c.name,
+                fused ? "fused" : "plain", eq, ek, ev);
     EXPECT_LT(eq, 1e-5) << c.name;
     EXPECT_LT(ek, 4e-3) << c.name;  // bf16 cache: rounding ~2^-9 relative
     EXPECT_LT(ev, 4e-3) << c.name;
+  }
+}
+
+TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope"));
+  for (const auto& c : kQkvRopeCases) check_case(c, false, rng);
+}
+
+TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused norm"));
+  for (const auto& c : kQkvRopeCases) check_case(c, true, rng);
+}
+
+// Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the same fp32 operations, so q and the cache
+// must be bit-identical.
+TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
+  for (const auto& c : kQkvRopeCases) {
+    const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16;
+    QkvRopeParams p;
+    p.batch = c.batch;
+    p.hidden = c.hidden;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.block_size = bs;
+    p.max_blocks = 1;
+    p.num_blocks = c.batch;
+    fill_yarn(&p);
+    const auto w =
+        testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * c.hidden, -.1f, .1f);
+    const auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.hidden, -3.f, 3.f);
+    const auto g = testing::rand_bf16(rng, c.hidden, 0.25f, 2.f);
+    std::vector<int32_t> pos(c.batch), table(c.batch);
+    for (int b = 0; b < c.batch; ++b) pos[b] = static_cast<int32_t>(rng() % bs), table[b] = b;
+    const size_t nq = static_cast<size_t>(c.batch) * c.n_heads * kHeadDim;
+    const size_t nc = static_cast<size_t>(c.batch) * c.n_kv_heads * bs * kHeadDim;
+    DevBuf<uint16_t> dw(w.size()), dg(g.size()), k1(nc), v1(nc), k2(nc), v2(nc);
+    DevBuf<float> dx(x.size()), dxn(x.size()), q1(nq), q2(nq);
+    DevBuf<int32_t> dp(pos.size()), dt(table.size());
+    dw.upload(w);
+    dg.upload(g);
+    dx.upload(x);
+    dp.upload(pos);
+    dt.upload(table);
+    for (auto* b : {&k1, &v1, &k2, &v2}) b->poison();
+    p.w = dw.get();
+    p.pos = dp.get();
+    p.block_table = dt.get();
+    ASSERT_TRUE(
+        launch_rmsnorm({dx.get(), dg.get(), nullptr, dxn.get(), c.batch, c.hidden, 1e-5f}, 0).ok());
+    p.x = dxn.get();
+    p.q = q1.get();
+    p.k_cache = k1.get();
+    p.v_cache = v1.get();
+    ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
+    p.x = dx.get();
+    p.norm_w = dg.get();
+    p.pdl = true;
+    p.q = q2.get();
+    p.k_cache = k2.get();
+    p.v_cache = v2.get();
+    ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto a = q1.download(), b = q2.download();
+    size_t diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    std::printf("qkv_rope %-24s fused vs unfused: %zu of %zu q values differ\n", c.name, diff,
+                a.size());
+    EXPECT_EQ(diff, 0u) << c.name;
+    EXPECT_EQ(k1.download(), k2.download()) << c.name;
+    EXPECT_EQ(v1.download(), v2.download()) << c.name;
   }
 }
 

@@ -19,8 +19,11 @@ Status QkvRopeParams::validate() const {
   if (block_size <= 0 || max_blocks <= 0 || num_blocks <= 0) {
     return InvalidArgument(ctx + "block_size, max_blocks and num_blocks must be > 0");
   }
-  if ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) % 16 != 0) {
-    return InvalidArgument(ctx + "w and x must be 16-byte aligned");
+  if ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x) |
+       reinterpret_cast<uintptr_t>(norm_w)) %
+          16 !=
+      0) {
+    return InvalidArgument(ctx + "w, x and norm_w must be 16-byte aligned");
   }
   return Status::Ok();
 }

@@ -2,6 +2,8 @@
 // block-reduces the sum of squares (warp shuffles + 8-entry smem), then scales.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/rmsnorm/params.h"
 
 namespace gossamer::kern {
@@ -12,6 +14,8 @@ static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block must be whole warps
 
 __global__ void __launch_bounds__(kThreads) rmsnorm_f32a_bf16w(RmsNormParams p) {
   const int row = blockIdx.x;
+  pdl_wait();  // x and rows_index come from earlier kernels / the step's upload
+  pdl_trigger();
   const int src = p.rows_index ? p.rows_index[row] : row;
   const float4* x = reinterpret_cast<const float4*>(p.x + static_cast<size_t>(src) * p.dim);
   const uint2* w = reinterpret_cast<const uint2*>(p.w);  // 4 bf16 per uint2
@@ -42,8 +46,8 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_f32a_bf16w(RmsNormParams p) 
 
 Status launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   GS_RETURN_IF_ERROR(p.validate());
-  rmsnorm_f32a_bf16w<<<p.rows, kThreads, 0, stream>>>(p);
-  return launch_status("rmsnorm_f32a_bf16w");
+  return launch_pdl(p.pdl, "rmsnorm_f32a_bf16w", rmsnorm_f32a_bf16w, dim3(p.rows), dim3(kThreads),
+                    0, stream, p);
 }
 
 }  // namespace gossamer::kern

@@ -19,6 +19,7 @@ struct RmsNormParams {
   float* y = nullptr;                   // [rows, dim] f32
   int rows = 0, dim = 0;
   float eps = 1e-5f;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 

@@ -13,4 +13,18 @@ inline constexpr TopkCase kTopkCases[] = {
     {"odd b3 5/2", 3, 5, 2},      {"k8 b2 256/8", 2, 256, 8},
 };
 
+// Fused norm + router + top-k cases (test and bench).
+struct NormRouterCase {
+  const char* name;
+  int batch, hidden, n_experts, k;
+};
+
+inline constexpr NormRouterCase kNormRouterCases[] = {
+    {"120b b1 2880/128/4", 1, 2880, 128, 4},
+    {"20b b3 2880/32/4", 3, 2880, 32, 4},
+    {"120b b8", 8, 2880, 128, 4},
+    {"120b b13", 13, 2880, 128, 4},
+    {"small b5 256/64/8", 5, 256, 64, 8},
+};
+
 }  // namespace gossamer::kern

@@ -16,6 +16,7 @@ struct TopkParams {
   int32_t* ids = nullptr;         // [batch, k]
   float* weights = nullptr;       // [batch, k]
   int batch = 0, n_experts = 0, k = 0;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
   Status validate() const;
 };
 
@@ -25,5 +26,41 @@ Status launch_topk_softmax(const TopkParams& p, cudaStream_t stream);
 // Reference: ids and weights (fp64) per row.
 void topk_softmax_ref(const std::vector<float>& logits, int batch, int n_experts, int k,
                       std::vector<int32_t>* ids, std::vector<double>* weights);
+
+// Fused MoE routing for decode: RMSNorm of the residual rows, router GEMV (+bias) and top-k
+// softmax in one kernel (norm_router_topk_<BT>): replaces rmsnorm + gemv + topk_softmax.
+//   xn[b, :] = x[b, :] / sqrt(mean(x[b, :]^2) + eps) * norm_w      (written for the MoE kernels)
+//   logits[b, e] = sum_c w[e, c] * xn[b, c] + bias[e];  ids/weights as TopkParams.
+// One cluster of 8 blocks per tile of <= 8 batch rows: each block recomputes the rows' 1/rms,
+// writes 1/8 of xn, computes n_experts/8 logits into the leader block's shared memory (DSMEM);
+// the leader does the top-k. Needs sm_90.
+struct NormRouterParams {
+  const float* x = nullptr;          // [batch, hidden] f32 residual stream (not normed)
+  const uint16_t* norm_w = nullptr;  // [hidden] bf16 RMSNorm gain
+  const uint16_t* w = nullptr;       // [n_experts, hidden] bf16 router weight, 16-byte aligned
+  const float* bias = nullptr;       // [n_experts] f32 or null
+  float* xn = nullptr;               // [batch, hidden] f32 normed activations out, or null
+  float* logits = nullptr;           // [batch, n_experts] f32 out, or null (not needed by decode)
+  int32_t* ids = nullptr;            // [batch, k]
+  float* weights = nullptr;          // [batch, k]
+  int batch = 0, hidden = 0, n_experts = 0, k = 0;
+  float eps = 1e-5f;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h)
+  Status validate() const;
+};
+
+Status launch_norm_router_topk(const NormRouterParams& p, cudaStream_t stream);
+
+// Whether the decode path uses norm_router_topk for this expert count: where it measured faster
+// than rmsnorm + gemv + topk_softmax (128 experts; with 32 it is slower: docs/decode-overhead.md).
+inline bool use_norm_router(int n_experts) {
+  return n_experts % 8 == 0 && n_experts >= 64 && n_experts <= 128;
+}
+
+// fp64 reference: xn [batch, hidden] and logits [batch, n_experts].
+void norm_router_ref(const std::vector<float>& x, const std::vector<uint16_t>& norm_w,
+                     const std::vector<uint16_t>& w, const std::vector<float>& bias, int batch,
+                     int hidden, int n_experts, float eps, std::vector<double>* xn,
+                     std::vector<double>* logits);
 
 }  // namespace gossamer::kern

@@ -1,0 +1,325 @@
+// The prefill forward of gpt-oss on the GPU (forwards of >= opts.prefill_min_rows token rows):
+// the same op sequence and names as forward.cpp, with the dense projections (QKV, O, router) as
+// cuBLASLt bf16 GEMMs (bias in the epilogue, the O-projection accumulating into the residual),
+// RoPE + paged K/V write as a separate pass on the QKV GEMM output (kernels/rope_kv), and
+// - MoE: kernels/moe_prefill (grouped MXFP4 GEMMs) when built and opts.prefill_grouped_moe,
+//   else the decode kernels over all rows (in pieces of kMoePiece rows: their grid is rows x k);
+// - attention: kernels/flash_attn when built and opts.prefill_flash_attn, else the decode
+//   split-attention kernel over all rows.
+// The lm_head runs only for the logits rows (gathered RMSNorm + GEMV with fused argmax).
+// No allocation and no host sync in enqueue_prefill; init_prefill allocates everything once.
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+
+#include "engine/cuda/runner_impl.h"
+#include "kernels/attention/params.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/embed/params.h"
+#include "kernels/gemm/params.h"
+#include "kernels/gemv/params.h"
+#include "kernels/moe/params.h"
+#include "kernels/rmsnorm/params.h"
+#include "kernels/rope_kv/params.h"
+#include "kernels/router/params.h"
+#include "kernels/sample/params.h"
+#ifdef GOSSAMER_HAVE_FLASH_ATTN
+#include "kernels/flash_attn/params.h"
+#endif
+#ifdef GOSSAMER_HAVE_MOE_PREFILL
+#include "kernels/moe_prefill/params.h"
+#endif
+
+namespace gossamer {
+
+namespace {
+
+struct Range {
+  explicit Range(const char* name) { nvtxRangePushA(name); }
+  ~Range() { nvtxRangePop(); }
+  Range(const Range&) = delete;
+  Range& operator=(const Range&) = delete;
+};
+
+constexpr int kMoePiece = 2048;  // decode-MoE fallback: rows per launch (grid.y = rows x k)
+
+struct Dims {
+  int H, nh, kvh, E, K, I, V, QD, QKV;
+  float eps;
+  explicit Dims(const ModelConfig& c)
+      : H(static_cast<int>(c.hidden_size)),
+        nh(static_cast<int>(c.num_attention_heads)),
+        kvh(static_cast<int>(c.num_key_value_heads)),
+        E(static_cast<int>(c.num_local_experts)),
+        K(static_cast<int>(c.experts_per_token)),
+        I(static_cast<int>(c.intermediate_size)),
+        V(static_cast<int>(c.vocab_size)),
+        QD(nh * 64),
+        QKV((nh + 2 * kvh) * 64),
+        eps(static_cast<float>(c.rms_norm_eps)) {}
+};
+
+// f32 activations [rows, k] -> ws.xb (bf16), and ws.xb_lo (residual) in split mode.
+Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k) {
+  return kern::launch_f32_to_bf16(x, m.ws.xb, static_cast<size_t>(rows) * k, m.stream,
+                                  m.opts.prefill_split_bf16 ? m.ws.xb_lo : nullptr);
+}
+
+// RMSNorm of the residual stream into ws.xn (f32) and its bf16 copy ws.xb (GEMM input).
+Status norm_to_bf16(const CudaModelRunner::Impl& m, const uint16_t* w, int rows, const Dims& d) {
+  const auto& ws = m.ws;
+  GS_RETURN_IF_ERROR(kern::launch_rmsnorm({ws.x, w, nullptr, ws.xn, rows, d.H, d.eps}, m.stream));
+  return to_bf16(m, ws.xn, rows, d.H);
+}
+
+// out[rows, n] (+)= ws.xb[rows, k] w[n, k]^T + bias; in split mode a second GEMM accumulates
+// ws.xb_lo w^T.
+Status gemm(const CudaModelRunner::Impl& m, const uint16_t* w, const float* bias, float* out,
+            int rows, int n, int k, bool accumulate) {
+  kern::GemmParams g;
+  g.a = m.ws.xb;
+  g.w = w;
+  g.bias = bias;
+  g.d = out;
+  g.m = rows;
+  g.n = n;
+  g.k = k;
+  g.accumulate = accumulate;
+  GS_RETURN_IF_ERROR(m.gemm->run(g, m.stream));
+  if (!m.opts.prefill_split_bf16) return Status::Ok();
+  g.a = m.ws.xb_lo;
+  g.bias = nullptr;
+  g.accumulate = true;
+  return m.gemm->run(g, m.stream);
+}
+
+Status prefill_attention_core(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                              const Dims& d, kern::AttnParams& ap) {
+  const int32_t* tables = L.sliding ? m.in.tables_sliding : m.in.tables_full;
+  const int nblocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
+  const int window = L.sliding ? static_cast<int>(m.cfg.sliding_window) : 0;
+#ifdef GOSSAMER_HAVE_FLASH_ATTN
+  if (m.opts.prefill_flash_attn) {
+    kern::FlashAttnParams fp;
+    fp.q = m.ws.q;
+    fp.k_cache = L.k;
+    fp.v_cache = L.v;
+    fp.block_table = tables;
+    fp.row_seq = m.in.row_seq;
+    fp.pos = m.in.pos;
+    fp.sinks = L.sinks;
+    fp.out = m.ws.attn;
+    fp.part_o = m.ws.part_o;
+    fp.part_ml = m.ws.part_ml;
+    fp.tokens = rows;
+    fp.n_heads = d.nh;
+    fp.n_kv_heads = d.kvh;
+    fp.block_size = static_cast<int>(m.kv.block_size);
+    fp.max_blocks = m.max_blocks;
+    fp.num_blocks = nblocks;
+    fp.window = window;
+    fp.splits = ap.splits;  // scratch is sized for rows x splits_for(rows)
+    fp.scale = ap.scale;
+    return kern::launch_flash_attn(fp, m.stream);
+  }
+#endif
+  ap.k_cache = L.k;
+  ap.v_cache = L.v;
+  ap.block_table = tables;
+  ap.num_blocks = nblocks;
+  ap.sinks = L.sinks;
+  ap.window = window;
+  return kern::launch_attention(ap, m.stream);
+}
+
+// Attention half: norm -> bf16, QKV GEMM (+bias), RoPE + K/V write, attention, O GEMM (+bias,
+// += residual).
+Status prefill_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                         const Dims& d, kern::RopeKvParams& rp, kern::AttnParams& ap) {
+  const auto& ws = m.ws;
+  Range r("attention block");
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.attn_norm, rows, d));
+  GS_RETURN_IF_ERROR(gemm(m, L.qkv_w, L.qkv_b, ws.qkv, rows, d.QKV, d.H, false));
+  rp.block_table = L.sliding ? m.in.tables_sliding : m.in.tables_full;
+  rp.num_blocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
+  rp.k_cache = L.k;
+  rp.v_cache = L.v;
+  GS_RETURN_IF_ERROR(kern::launch_rope_kv(rp, m.stream));
+  GS_RETURN_IF_ERROR(prefill_attention_core(m, L, rows, d, ap));
+  GS_RETURN_IF_ERROR(to_bf16(m, ws.attn, rows, d.QD));
+  return gemm(m, L.o_w, L.o_b, ws.x, rows, d.H, d.QD, true);
+}
+
+// The decode MoE kernels over all rows, in pieces (fallback when moe_prefill is not used).
+Status moe_decode_kernels(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                          const Dims& d) {
+  const auto& ws = m.ws;
+  for (int r0 = 0; r0 < rows; r0 += kMoePiece) {
+    const int n = std::min(kMoePiece, rows - r0);
+    const size_t rk = static_cast<size_t>(r0) * d.K;
+    kern::MoeGateUpParams gp;
+    gp.blocks = L.gu_blocks;
+    gp.scales = L.gu_scales;
+    gp.bias = L.gu_b;
+    gp.x = ws.xn + static_cast<size_t>(r0) * d.H;
+    gp.ids = ws.ids + rk;
+    gp.act = ws.act + rk * d.I;
+    gp.batch = n;
+    gp.k = d.K;
+    gp.hidden = d.H;
+    gp.inter = d.I;
+    gp.n_experts = d.E;
+    gp.alpha = 1.702f;
+    gp.limit = static_cast<float>(m.cfg.swiglu_limit);
+    GS_RETURN_IF_ERROR(kern::launch_moe_gate_up(gp, m.stream));
+    kern::MoeDownParams dp;
+    dp.blocks = L.dn_blocks;
+    dp.scales = L.dn_scales;
+    dp.bias = L.dn_b;
+    dp.act = gp.act;
+    dp.ids = gp.ids;
+    dp.weights = ws.rw + rk;
+    dp.resid = ws.x + static_cast<size_t>(r0) * d.H;
+    dp.batch = n;
+    dp.k = d.K;
+    dp.hidden = d.H;
+    dp.inter = d.I;
+    dp.n_experts = d.E;
+    GS_RETURN_IF_ERROR(kern::launch_moe_down(dp, m.stream));
+  }
+  return Status::Ok();
+}
+
+// MoE half: norm -> bf16, router GEMM (+bias) + top-k, experts (+ weighted sum + residual).
+Status prefill_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                   const Dims& d) {
+  const auto& ws = m.ws;
+  Range r("moe block");
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.mlp_norm, rows, d));
+  GS_RETURN_IF_ERROR(gemm(m, L.router_w, L.router_b, ws.router, rows, d.E, d.H, false));
+  GS_RETURN_IF_ERROR(
+      kern::launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K}, m.stream));
+#ifdef GOSSAMER_HAVE_MOE_PREFILL
+  if (m.opts.prefill_grouped_moe) {
+    kern::MoePrefillParams mp;
+    mp.gu_blocks = L.gu_blocks;
+    mp.gu_scales = L.gu_scales;
+    mp.gu_bias = L.gu_b;
+    mp.dn_blocks = L.dn_blocks;
+    mp.dn_scales = L.dn_scales;
+    mp.dn_bias = L.dn_b;
+    mp.x = ws.xn;
+    mp.ids = ws.ids;
+    mp.weights = ws.rw;
+    mp.resid = ws.x;
+    mp.workspace = ws.moe_ws;
+    mp.workspace_bytes = ws.moe_ws_bytes;
+    mp.tokens = rows;
+    mp.k = d.K;
+    mp.hidden = d.H;
+    mp.inter = d.I;
+    mp.n_experts = d.E;
+    mp.alpha = 1.702f;
+    mp.limit = static_cast<float>(m.cfg.swiglu_limit);
+    return kern::launch_moe_prefill(mp, m.stream);
+  }
+#endif
+  return moe_decode_kernels(m, L, rows, d);
+}
+
+}  // namespace
+
+Status CudaModelRunner::Impl::init_prefill() {
+  if (opts.prefill_min_rows == 0 || opts.prefill_min_rows > R_max) return Status::Ok();
+  const Dims d(cfg);
+  GS_ASSIGN_OR_RETURN(gemm, kern::GemmContext::create());
+  GS_ASSIGN_OR_RETURN(ws.xb, alloc_n<uint16_t>(static_cast<size_t>(R_max) * std::max(d.H, d.QD),
+                                               "prefill bf16 activations"));
+  GS_ASSIGN_OR_RETURN(ws.qkv, alloc_n<float>(static_cast<size_t>(R_max) * d.QKV, "prefill qkv"));
+  if (opts.prefill_split_bf16) {
+    GS_ASSIGN_OR_RETURN(ws.xb_lo,
+                        alloc_n<uint16_t>(static_cast<size_t>(R_max) * std::max(d.H, d.QD),
+                                          "prefill bf16 residuals"));
+  }
+#ifdef GOSSAMER_HAVE_MOE_PREFILL
+  if (opts.prefill_grouped_moe) {
+    ws.moe_ws_bytes = kern::moe_prefill_workspace_bytes(R_max, d.K, d.H, d.I, d.E);
+    if (ws.moe_ws_bytes == 0) return Unsupported("cuda runner: moe_prefill rejects this shape");
+    GS_ASSIGN_OR_RETURN(ws.moe_ws, alloc(ws.moe_ws_bytes, "moe_prefill workspace"));
+  }
+#endif
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows) {
+  using namespace kern;
+  if (!gemm) return Internal("cuda runner: prefill path used without init_prefill");
+  const Dims d(cfg);
+  cudaStream_t s = stream;
+  Range fwd("prefill forward");
+  GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, d.V, d.H}, s));
+  RopeKvParams rp;  // per-layer fields are set in prefill_attention
+  rp.qkv = ws.qkv;
+  rp.pos = in.pos;
+  rp.row_seq = in.row_seq;
+  rp.q = ws.q;
+  rp.rows = rows;
+  rp.ld = d.QKV;
+  rp.n_heads = d.nh;
+  rp.n_kv_heads = d.kvh;
+  rp.block_size = static_cast<int>(kv.block_size);
+  rp.max_blocks = max_blocks;
+  for (int i = 0; i < 32; ++i) rp.inv_freq[i] = rope.inv_freq[i];
+  rp.rope_scale = static_cast<float>(rope.attention_scaling);
+  AttnParams ap;
+  ap.q = ws.q;
+  ap.row_seq = in.row_seq;
+  ap.pos = in.pos;
+  ap.part_o = ws.part_o;
+  ap.part_ml = ws.part_ml;
+  ap.out = ws.attn;
+  ap.batch = rows;
+  ap.n_heads = d.nh;
+  ap.n_kv_heads = d.kvh;
+  ap.block_size = rp.block_size;
+  ap.max_blocks = max_blocks;
+  ap.splits = splits_for(rows);
+  ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
+  for (const cudarun::DevLayer& L : layers) {
+    Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
+    GS_RETURN_IF_ERROR(prefill_attention(*this, L, rows, d, rp, ap));
+    GS_RETURN_IF_ERROR(prefill_moe(*this, L, rows, d));
+  }
+  if (logit_rows == 0) return Status::Ok();
+  Range r("lm_head + greedy");
+  GS_RETURN_IF_ERROR(
+      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps}, s));
+  GS_RETURN_IF_ERROR(launch_gemv(
+      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys}, s));
+  return launch_greedy_finalize({ws.keys, ws.sampled, nullptr, nullptr, logit_rows}, s);
+}
+
+std::string CudaModelRunner::prefill_path() const {
+  const Impl& m = *impl_;
+  if (!m.use_prefill(m.R_max)) return "off (decode kernels for every forward)";
+  bool flash = false, grouped = false;
+#ifdef GOSSAMER_HAVE_FLASH_ATTN
+  flash = m.opts.prefill_flash_attn;
+#endif
+#ifdef GOSSAMER_HAVE_MOE_PREFILL
+  grouped = m.opts.prefill_grouped_moe;
+#endif
+  return "forwards of >= " + std::to_string(m.opts.prefill_min_rows) + " rows" +
+         (m.opts.prefill_split_bf16 ? " (split bf16 hi+lo activations: 2 GEMMs each)" : "") +
+         ": rmsnorm_f32a_bf16w + cvt_f32_bf16 | cuBLASLt bf16 GEMM QKV (+bias) | "
+         "rope_kv_f32 | " +
+         (flash ? std::string("flash_attn_paged_bf16kv_f32q")
+                : std::string("attn_decode_split_bf16kv_f32q (decode fallback)")) +
+         " | cvt_f32_bf16 + cuBLASLt GEMM O (+bias, +=residual) | cuBLASLt GEMM router (+bias) + "
+         "topk_softmax_f32 | " +
+         (grouped ? std::string("moe_prefill (grouped MXFP4 GEMMs)")
+                  : std::string("moe_gate_up/moe_down decode kernels (fallback)")) +
+         " | lm_head gemv for the logits rows";
+}
+
+}  // namespace gossamer

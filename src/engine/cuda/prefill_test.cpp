@@ -1,0 +1,344 @@
+// End-to-end GPU tests of the prefill path (prefill_forward.cpp: cuBLASLt GEMMs, rope_kv,
+// grouped MoE / flash attention when built) on random small gpt-oss checkpoints written by
+// `synth`: prefill in one step and in chunks, then greedy decode, against (a) the CPU reference
+// with bf16 K/V (CpuRunnerOptions::kv_bf16) and (b) the GPU fed one token at a time (decode
+// kernels only). Plus a long prompt on 20b shapes (finite logits, memory). Label "gpu".
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "engine/cpu_runner.h"
+#include "engine/cuda/cuda_runner.h"
+#include "model/synth.h"
+
+namespace gossamer {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t fresh_seed(const char* what) {
+  uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (const char* e = std::getenv("GOSSAMER_SEED")) s = std::strtoull(e, nullptr, 10);
+  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what, static_cast<unsigned long long>(s));
+  return s;
+}
+
+double rel_err(const float* a, const float* b, int64_t n) {
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct Stats {
+  double median = 0, max = 0;
+  int n = 0, within = 0;
+};
+Stats stats(std::vector<double> e, double tol, const char* what) {
+  Stats s;
+  std::sort(e.begin(), e.end());
+  s.n = static_cast<int>(e.size());
+  if (e.empty()) return s;
+  s.median = e[e.size() / 2];
+  s.max = e.back();
+  for (double x : e) s.within += x <= tol;
+  std::printf("%s: %d rows, median rel_err %.3g, max %.3g, %d within %.0e\n", what, s.n, s.median,
+              s.max, s.within, tol);
+  return s;
+}
+
+// Tolerances (row-wise relative error of the logits). Every comparison is against the CPU
+// runner with bf16 K/V, or between GPU runs.
+// - Split mode (prefill_split_bf16: GEMM activations as bf16 hi + lo, ~fp32): the prefill path
+//   must match the CPU like the decode path does, up to the few rows where a near-tied top-4-of-8
+//   routing choice flips in these tiny random models (5-25% on that row; seen on the decode
+//   path too, docs/cuda.md): >= 90% of rows within 1e-2, median <= `median`, none beyond 0.3.
+// - Default mode (plain bf16 GEMM activations, ~2^-9 rounding each): measured median 4-6e-3 on
+//   prompt rows and 2e-3..2e-2 on the decode rows after them in these tiny configs (hidden
+//   64-192), H200 2026-11-22: checked loosely (median <= 3e-2, max <= 0.5; a wrong rotation,
+//   slot or GEMM gives O(1) errors), the numbers printed.
+// Measured (H200, 2 runs x 3 configs): decode path vs cpu median 5e-5..3e-4; split bf16 with
+// the decode attention / MoE kernels 3e-4..7e-4 (max 1.1e-3 outside routing flips); split bf16
+// with flash_attn + moe_prefill 1.4e-3..3e-3.
+void expect_close(const std::vector<double>& e, const char* what, double median = 5e-3) {
+  const Stats s = stats(e, 1e-2, what);
+  ASSERT_GT(s.n, 0) << what;
+  EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
+  EXPECT_LE(s.median, median) << what;
+  EXPECT_LE(s.max, 0.3) << what;
+}
+void expect_loose(const std::vector<double>& e, const char* what) {
+  const Stats s = stats(e, 1e-2, what);
+  ASSERT_GT(s.n, 0) << what;
+  EXPECT_LE(s.median, 3e-2) << what;
+  EXPECT_LE(s.max, 0.5) << what;
+}
+
+ModelConfig small_config(std::mt19937_64& rng) {
+  ModelConfig c = preset_config("tiny").value();
+  const int kv_heads = 1 + static_cast<int>(rng() % 2), group = 1 << (rng() % 4);
+  c.vocab_size = 1000 + static_cast<int64_t>(rng() % 500);
+  c.hidden_size = 64 * (1 + static_cast<int64_t>(rng() % 3));
+  c.intermediate_size = 32 * (1 + static_cast<int64_t>(rng() % 4));
+  c.num_hidden_layers = 3;
+  c.num_key_value_heads = kv_heads;
+  c.num_attention_heads = kv_heads * group;
+  c.head_dim = 64;
+  c.num_local_experts = 8;
+  c.experts_per_token = 4;
+  c.sliding_window = 8 << (rng() % 4);
+  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention,
+                   LayerType::kSlidingAttention};
+  c.eos_token_ids = {1};
+  c.pad_token_id = 0;
+  return c;
+}
+
+// GPU runners over one checkpoint, all with a 512-token KV cache.
+enum Runner { kDefault, kChunked, kSplit, kSplitFallback, kTokenAtATime, kRunners };
+constexpr const char* kRunnerNames[kRunners] = {
+    "prefill bf16 (one step)", "prefill bf16 (chunked steps, forwards <= 64 rows)",
+    "prefill split bf16", "prefill split bf16, decode attention + MoE kernels",
+    "gpu one token at a time"};
+
+struct Fixture {
+  fs::path dir;
+  std::shared_ptr<LoadedModel> model;
+  std::unique_ptr<ModelRunner> cpu;
+  std::unique_ptr<CudaModelRunner> gpu[kRunners];
+  ~Fixture() {
+    cpu.reset();
+    for (auto& g : gpu) g.reset();
+    model.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+constexpr int kMaxSeq = 512, kBs = 16;
+
+Result<std::unique_ptr<CudaModelRunner>> gpu_runner(const LoadedModel& m, Runner which) {
+  CudaRunnerOptions o;
+  o.kv = KvCacheSpec{kBs, kMaxSeq / kBs, kMaxSeq / kBs};
+  o.max_seq_len = kMaxSeq;
+  o.max_seqs = 2;
+  o.max_step_tokens = which == kChunked ? 64 : 512;
+  o.max_logit_rows = 100;  // a 300-row kAll prefill needs several forwards
+  o.prefill_min_rows = which == kTokenAtATime ? 0 : 17;
+  o.prefill_split_bf16 = which == kSplit || which == kSplitFallback;
+  o.prefill_grouped_moe = o.prefill_flash_attn = which != kSplitFallback;
+  return CudaModelRunner::create(m, o);
+}
+
+void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed) {
+  f->dir = fs::temp_directory_path() / ("gossamer_prefill_test_" + std::to_string(seed));
+  SynthOptions so;
+  so.config = cfg;
+  so.seed = seed;
+  so.out_dir = f->dir.string();
+  ASSERT_TRUE(write_synth_checkpoint(so).ok());
+  auto m = load_model(f->dir.string());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  f->model = *m;
+  CpuRunnerOptions co;
+  co.threads = 2;
+  co.kv_bf16 = true;
+  auto cpu = make_cpu_runner(f->model, KvCacheSpec{kBs, kMaxSeq / kBs, kMaxSeq / kBs}, co);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  f->cpu = std::move(*cpu);
+  for (int i = 0; i < kRunners; ++i) {
+    auto g = gpu_runner(*f->model, static_cast<Runner>(i));
+    ASSERT_TRUE(g.ok()) << kRunnerNames[i] << ": " << g.status().ToString();
+    f->gpu[i] = std::move(*g);
+  }
+}
+
+int argmax(const float* v, int64_t n) {
+  return static_cast<int>(std::max_element(v, v + n) - v);
+}
+
+// All logits rows of the prompt on one runner: one kAll step (kDefault, kSplit*), steps of
+// 17..120 tokens (kChunked), or one step per token (kTokenAtATime).
+void prefill(ModelRunner& r, Runner which, std::span<const int32_t> prompt,
+             std::span<const int32_t> table, std::mt19937_64& rng, std::vector<float>* logits) {
+  const int len = static_cast<int>(prompt.size());
+  for (int p0 = 0; p0 < len;) {
+    int n = len - p0;
+    if (which == kChunked) n = std::min(n, 17 + static_cast<int>(rng() % 104));
+    if (which == kTokenAtATime) n = 1;
+    SeqChunk c{prompt.subspan(p0, n), p0, table, table,
+               which == kTokenAtATime ? LogitsMode::kLast : LogitsMode::kAll};
+    StepOutput o;
+    const Status s = r.step({&c, 1}, &o);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(o.rows, which == kTokenAtATime ? 1 : n);
+    logits->insert(logits->end(), o.logits.begin(), o.logits.end());
+    p0 += n;
+  }
+}
+
+// One random prompt through the CPU and every GPU runner, then `decode_steps` greedy steps
+// (the CPU's token fed to all); logits rows compared as described above.
+void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps) {
+  const int64_t V = f.model->config.vocab_size;
+  std::vector<int32_t> prompt(prompt_len);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % V);
+  std::vector<int32_t> table(kMaxSeq / kBs);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(table.size() - 1 - i);
+  SeqChunk c{prompt, 0, table, table, LogitsMode::kAll};
+  StepOutput oc;
+  ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
+  std::vector<float> rows[kRunners];
+  for (int i = 0; i < kRunners; ++i) {
+    prefill(*f.gpu[i], static_cast<Runner>(i), prompt, table, rng, &rows[i]);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  // err[i][j]: rows of runner i vs the CPU (j = 0) or vs the default GPU prefill (j = 1).
+  std::vector<double> pre[kRunners][2], dec[kRunners][2];
+  for (int i = 0; i < kRunners; ++i)
+    for (int r = 0; r < prompt_len; ++r) {
+      pre[i][0].push_back(rel_err(&rows[i][r * V], &oc.logits[r * V], V));
+      pre[i][1].push_back(rel_err(&rows[i][r * V], &rows[kDefault][r * V], V));
+    }
+  int32_t tok = argmax(&oc.logits[(prompt_len - 1) * V], V);
+  for (int st = 0; st < decode_steps; ++st) {
+    std::vector<int32_t> one = {tok};
+    SeqChunk d{one, prompt_len + st, table, table, LogitsMode::kLast};
+    StepOutput a, g[kRunners];
+    ASSERT_TRUE(f.cpu->step({&d, 1}, &a).ok());
+    for (int i = 0; i < kRunners; ++i) ASSERT_TRUE(f.gpu[i]->step({&d, 1}, &g[i]).ok());
+    for (int i = 0; i < kRunners; ++i) {
+      dec[i][0].push_back(rel_err(g[i].logits.data(), a.logits.data(), V));
+      dec[i][1].push_back(rel_err(g[i].logits.data(), g[kDefault].logits.data(), V));
+    }
+    tok = argmax(a.logits.data(), V);
+  }
+  char what[160];
+  auto name = [&](const char* kind, int i, const char* vs) {
+    std::snprintf(what, sizeof(what), "%s, %s vs %s", kind, kRunnerNames[i], vs);
+    return what;
+  };
+  // The decode path itself (reference for how close the GPU can be).
+  expect_close(pre[kTokenAtATime][0], name("prompt rows", kTokenAtATime, "cpu"), 2e-3);
+  expect_close(dec[kTokenAtATime][0], name("decode rows", kTokenAtATime, "cpu"), 2e-3);
+  // Split mode: my GEMMs + rope_kv with the decode attention / MoE kernels must be as close as
+  // the decode path; with flash_attn + moe_prefill (bf16 x / act inside) a little less.
+  expect_close(pre[kSplitFallback][0], name("prompt rows", kSplitFallback, "cpu"), 2e-3);
+  expect_close(dec[kSplitFallback][0], name("decode rows", kSplitFallback, "cpu"), 2e-3);
+  expect_close(pre[kSplit][0], name("prompt rows", kSplit, "cpu"));
+  expect_close(dec[kSplit][0], name("decode rows", kSplit, "cpu"));
+  // Default bf16 mode vs the CPU and vs one token at a time on the GPU (loose, printed).
+  for (int i : {kDefault, kChunked}) {
+    expect_loose(pre[i][0], name("prompt rows", i, "cpu"));
+    expect_loose(dec[i][0], name("decode rows", i, "cpu"));
+  }
+  expect_loose(pre[kTokenAtATime][1], name("prompt rows", kTokenAtATime, "bf16 prefill"));
+  expect_loose(dec[kTokenAtATime][1], name("decode rows", kTokenAtATime, "bf16 prefill"));
+  // Chunking changes the bf16 path only through GEMM summation order (forwards of other row
+  // counts may get other cuBLASLt kernels), which flips an occasional bf16 rounding of an
+  // activation: measured bitwise equal in most configs, else median 2-3e-3 (H200).
+  expect_close(pre[kChunked][1], name("prompt rows", kChunked, "one-step bf16 prefill"));
+  expect_close(dec[kChunked][1], name("decode rows", kChunked, "one-step bf16 prefill"));
+}
+
+TEST(CudaPrefill, MatchesCpuAndTokenAtATimeOnRandomSmallModels) {
+  const uint64_t seed = fresh_seed("cuda prefill vs cpu");
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 3; ++trial) {
+    const ModelConfig cfg = small_config(rng);
+    const int len = 30 + static_cast<int>(rng() % 271);
+    std::printf(
+        "config: hidden %lld inter %lld heads %lld/%lld vocab %lld window %lld, prompt %d\n",
+        static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.intermediate_size),
+        static_cast<long long>(cfg.num_attention_heads),
+        static_cast<long long>(cfg.num_key_value_heads), static_cast<long long>(cfg.vocab_size),
+        static_cast<long long>(cfg.sliding_window), len);
+    Fixture f;
+    make_fixture(&f, cfg, rng());
+    if (HasFatalFailure()) return;
+    run_case(f, rng, len, 12);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(CudaPrefill, RejectsBadOptions) {
+  ModelConfig c = preset_config("tiny").value();
+  c.head_dim = 64;
+  CudaRunnerOptions o;
+  o.max_step_tokens = 16385;
+  auto r = CudaModelRunner::create_synthetic(c, o, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("max_step_tokens"), std::string::npos);
+  o.max_step_tokens = 64;
+  o.max_logit_rows = 0;
+  EXPECT_FALSE(CudaModelRunner::create_synthetic(c, o, 1).ok());
+}
+
+// A long prompt on gpt-oss-20b shapes (2 layers: sliding + full, real hidden/heads/experts/
+// vocab), prefilled in chunks of 8192 rows: the last logits row must be finite, and the device
+// memory the runner holds must match the model of weights + KV pools + workspace within 10%.
+// GOSSAMER_LONG_PROMPT overrides the length (default 32768).
+TEST(CudaPrefill, LongPromptOn20bShapesIsFinite) {
+  int64_t len = 32768;
+  if (const char* e = std::getenv("GOSSAMER_LONG_PROMPT")) len = std::atoll(e);
+  ModelConfig c = preset_config("20b").value();
+  c.num_hidden_layers = 2;
+  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention};
+  CudaRunnerOptions o;
+  o.max_seq_len = len + 16;
+  o.max_seqs = 1;
+  o.max_step_tokens = 8192;
+  size_t free0 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  auto r = CudaModelRunner::create_synthetic(c, o, 5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  size_t free1 = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  std::vector<int32_t> toks(len), table((len + 15) / 16 + 1);
+  std::mt19937 rng(3);
+  for (auto& t : toks) t = static_cast<int32_t>(rng() % c.vocab_size);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  SeqChunk ch{toks, 0, table, table, LogitsMode::kLast};
+  StepOutput out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = (*r)->step({&ch, 1}, &out);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(out.rows, 1);
+  int finite = 0;
+  for (float v : out.logits) finite += std::isfinite(v);
+  const double used = static_cast<double>(free0 - free1) / (1 << 30);
+  // Model: weights + 2 KV pools (K and V, bf16) + workspace rows of ~ (4 x f32 H-wide, q, attn,
+  // part_o: 3 x f32 QD-wide, qkv, act k x I f32, bf16 copy) per row of max_step_tokens.
+  const double H = 2880, QD = 4096, QKV = 5120, I = 2880, K = 4, E = 32, V = 201088;
+  const double w = 2 * V * H * 2 + 2 * (QKV * H * 2 + H * QD * 2 + E * H * 2 +
+                                        E * 3 * I * H * 17.0 / 32 + E * (3 * I) * 4);
+  // 2 layers x (K, V) x tokens x 8 kv heads x 64 x bf16 (each layer has its own pool).
+  const double kvb = 2.0 * 2 * static_cast<double>(o.max_seq_len) * 8 * 64 * 2;
+  // Per row: x, xn, q, attn, attention partials, qkv, expert activations (f32), bf16 copy;
+  // plus 256 logits rows. The grouped-MoE workspace (when built) and the CUDA / cuBLASLt
+  // context come on top: the check allows 2.5 GiB above the model.
+  const double wsb =
+      8192.0 * (2 * H * 4 + 3 * QD * 4 + QKV * 4 + K * I * 4 + QD * 2) + 256.0 * V * 4;
+  const double model = (w + kvb + wsb) / (1 << 30);
+  std::printf(
+      "long prompt %lld tokens (20b shapes, 2 layers): %.2f s, %d/%lld finite logits, "
+      "argmax %d, device memory held %.2f GiB (model %.2f GiB)\n",
+      static_cast<long long>(len), sec, finite, static_cast<long long>(c.vocab_size),
+      argmax(out.logits.data(), c.vocab_size), used, model);
+  EXPECT_EQ(finite, c.vocab_size);
+  EXPECT_GE(used, 0.95 * model);
+  EXPECT_LE(used, model + 2.5);
+}
+
+}  // namespace
+}  // namespace gossamer

@@ -1,0 +1,210 @@
+// CudaModelRunner device sampling: SeqChunk::sampling rows are sampled by kern::launch_sample
+// (kernels/sample) right after the forward that produced their logits (after the decode graph
+// replay, on the same stream); only SampleRowOut records come back. Rows without sampling have
+// their logits rows copied to StepOutput::logits as before.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "engine/cuda/runner_impl.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/sample/params.h"
+
+namespace gossamer::cudarun {
+
+// A pinned host array and its device twin, grown (never shrunk) on demand.
+template <class T>
+struct Mirror {
+  T* host = nullptr;
+  T* dev = nullptr;
+  size_t cap = 0;
+  Status reserve(size_t n, const char* what) {
+    if (n <= cap) return Status::Ok();
+    release();
+    const size_t c = std::max<size_t>(n, 2 * cap);
+    GS_RETURN_IF_ERROR(kern::cuda_status(cudaMallocHost(&host, c * sizeof(T)), what));
+    GS_RETURN_IF_ERROR(kern::cuda_status(cudaMalloc(&dev, c * sizeof(T)), what));
+    cap = c;
+    return Status::Ok();
+  }
+  void release() {
+    if (host) cudaFreeHost(host);
+    if (dev) cudaFree(dev);
+    host = nullptr, dev = nullptr, cap = 0;
+  }
+};
+
+struct SamplingState {
+  // Per logits row of the step: >= 0 the host row it is copied to, < 0: -1 - device ordinal.
+  std::vector<int64_t> dest;
+  int64_t device_rows = 0;
+  int64_t pen_pairs = 0;               // penalty pairs of the step (pen: tokens, then counts)
+  Mirror<kern::SampleRowParams> rows;  // [logits rows of the step]
+  Mirror<kern::SampleRowOut> outs;     // [logits rows of the step]
+  Mirror<int32_t> pen;                 // tokens then counts, [2 * pairs]
+  ~SamplingState() {
+    rows.release();
+    outs.release();
+    pen.release();
+  }
+};
+
+void SamplingStateDeleter::operator()(SamplingState* s) const {
+  delete s;
+}
+
+namespace {
+
+// DeviceSampling -> the kernel's row record (validated; the message names chunk and field).
+Result<kern::SampleRowParams> row_params(const DeviceSampling& d, size_t ci, int64_t vocab,
+                                         int32_t pen_offset) {
+  const std::string ctx = "step: chunk " + std::to_string(ci) + ": ";
+  if (d.penalty_tokens.size() != d.penalty_counts.size()) {
+    return InvalidArgument(ctx + "sampling penalty_tokens and penalty_counts differ in length");
+  }
+  if (d.top_k < 0 || d.top_k > vocab) return InvalidArgument(ctx + "sampling top_k out of range");
+  kern::SampleRowParams r;
+  r.temperature = static_cast<float>(d.temperature);
+  r.top_p = static_cast<float>(d.top_p);
+  r.min_p = static_cast<float>(d.min_p);
+  r.presence = static_cast<float>(d.presence_penalty);
+  r.frequency = static_cast<float>(d.frequency_penalty);
+  r.top_k = static_cast<int32_t>(d.top_k);
+  r.top_logprobs = static_cast<int32_t>(std::clamp<int64_t>(d.top_logprobs, -1, 1000));  // checked
+  r.vocab_limit = static_cast<int32_t>(d.vocab_limit >= vocab ? 0 : d.vocab_limit);
+  if (d.vocab_limit < 0) r.vocab_limit = -1;  // rejected by validate
+  r.pen_offset = pen_offset;
+  r.pen_count = static_cast<int32_t>(d.penalty_tokens.size());
+  r.seed = d.seed;
+  r.counter = d.counter;
+  GS_RETURN_IF_ERROR(r.validate(static_cast<int>(vocab)).With(ctx.substr(0, ctx.size() - 2)));
+  for (size_t j = 0; j < d.penalty_tokens.size(); ++j) {
+    if (d.penalty_tokens[j] < 0 || d.penalty_tokens[j] >= vocab) {
+      return InvalidArgument(ctx + "sampling penalty token " + std::to_string(j) + " id " +
+                             std::to_string(d.penalty_tokens[j]) + " outside the vocabulary");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+}  // namespace gossamer::cudarun
+
+namespace gossamer {
+
+bool CudaModelRunner::samples_on_device() const {
+  return impl_->opts.device_sampling;
+}
+
+Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, int64_t total_logits,
+                                             StepOutput* out) {
+  if (!sampling) sampling.reset(new cudarun::SamplingState());
+  cudarun::SamplingState& st = *sampling;
+  const int64_t V = cfg.vocab_size;
+  st.dest.clear();
+  st.device_rows = 0;
+  out->sampled.clear();
+  std::vector<kern::SampleRowParams> rp;
+  std::vector<int32_t> toks, counts;
+  int64_t host_rows = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const SeqChunk& c = chunks[i];
+    if (c.sampling && !(opts.device_sampling && c.logits == LogitsMode::kLast)) {
+      return InvalidArgument("step: chunk " + std::to_string(i) +
+                             ": sampling needs LogitsMode::kLast and device_sampling");
+    }
+    const int64_t n = c.logits == LogitsMode::kAll    ? static_cast<int64_t>(c.tokens.size())
+                      : c.logits == LogitsMode::kLast ? 1
+                                                      : 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (!c.sampling) {
+        st.dest.push_back(host_rows++);
+        rp.emplace_back().active = 0;
+        continue;
+      }
+      GS_ASSIGN_OR_RETURN(
+          kern::SampleRowParams r,
+          cudarun::row_params(*c.sampling, i, V, static_cast<int32_t>(toks.size())));
+      toks.insert(toks.end(), c.sampling->penalty_tokens.begin(), c.sampling->penalty_tokens.end());
+      counts.insert(counts.end(), c.sampling->penalty_counts.begin(),
+                    c.sampling->penalty_counts.end());
+      st.dest.push_back(-1 - st.device_rows++);
+      rp.push_back(r);
+    }
+  }
+  if (static_cast<int64_t>(st.dest.size()) != total_logits) {
+    return Internal("step: sampling rows " + std::to_string(st.dest.size()) + " != logits rows " +
+                    std::to_string(total_logits));
+  }
+  out->rows = host_rows;
+  out->logits.resize(static_cast<size_t>(host_rows * V));
+  out->sampled.resize(static_cast<size_t>(st.device_rows));
+  if (st.device_rows == 0) return Status::Ok();
+  GS_RETURN_IF_ERROR(st.rows.reserve(rp.size(), "sampling row params"));
+  GS_RETURN_IF_ERROR(st.outs.reserve(rp.size(), "sampling outputs"));
+  GS_RETURN_IF_ERROR(st.pen.reserve(2 * toks.size() + 1, "sampling penalty lists"));
+  std::copy(rp.begin(), rp.end(), st.rows.host);
+  std::copy(toks.begin(), toks.end(), st.pen.host);
+  std::copy(counts.begin(), counts.end(), st.pen.host + toks.size());
+  GS_CUDA_RETURN(cudaMemcpyAsync(st.rows.dev, st.rows.host, rp.size() * sizeof(rp[0]),
+                                 cudaMemcpyHostToDevice, stream));
+  if (!toks.empty()) {
+    GS_CUDA_RETURN(cudaMemcpyAsync(st.pen.dev, st.pen.host, 2 * toks.size() * sizeof(int32_t),
+                                   cudaMemcpyHostToDevice, stream));
+  }
+  st.pen_pairs = static_cast<int64_t>(toks.size());
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::after_forward(int64_t first, int n, StepOutput* out) {
+  cudarun::SamplingState& st = *sampling;
+  const int64_t V = cfg.vocab_size;
+  const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
+  bool any_device = false;
+  for (int r = 0; r < n;) {  // runs of consecutive host rows: one copy each
+    const int64_t d = st.dest[first + r];
+    if (d < 0) {
+      any_device = true;
+      ++r;
+      continue;
+    }
+    int e = r + 1;
+    while (e < n && st.dest[first + e] == d + (e - r)) ++e;
+    GS_CUDA_RETURN(cudaMemcpyAsync(out->logits.data() + d * V, ws.logits + r * V,
+                                   row_bytes * (e - r), cudaMemcpyDeviceToHost, stream));
+    r = e;
+  }
+  if (!any_device) return Status::Ok();
+  kern::SampleParams p;
+  p.logits = ws.logits;
+  p.row = st.rows.dev + first;
+  p.pen_tokens = st.pen.dev;
+  p.pen_counts = st.pen.dev + st.pen_pairs;
+  p.out = st.outs.dev + first;
+  p.rows = n;
+  p.vocab = static_cast<int>(V);
+  p.ld = static_cast<int>(V);
+  GS_RETURN_IF_ERROR(kern::launch_sample(p, stream));
+  GS_CUDA_RETURN(cudaMemcpyAsync(st.outs.host + first, st.outs.dev + first,
+                                 n * sizeof(kern::SampleRowOut), cudaMemcpyDeviceToHost, stream));
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Impl::end_sampling(StepOutput* out) {
+  const cudarun::SamplingState& st = *sampling;
+  for (size_t g = 0; g < st.dest.size(); ++g) {
+    if (st.dest[g] >= 0) continue;
+    const kern::SampleRowOut& o = st.outs.host[g];
+    SampledToken& t = out->sampled[static_cast<size_t>(-1 - st.dest[g])];
+    t.token = o.status == kern::kSampleOk ? o.token : -1;
+    t.logprob = o.logprob;
+    t.top.clear();
+    for (int j = 0; j < std::min(o.n_top, kern::kMaxTopLogprobs); ++j) {
+      t.top.push_back({o.top_ids[j], o.top_logprobs[j]});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gossamer

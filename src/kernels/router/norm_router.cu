@@ -1,0 +1,110 @@
+// norm_router_topk<BT>: fused RMSNorm + router GEMV + top-k softmax (see params.h).
+// Grid (8, ceil(batch / BT)), cluster (8, 1, 1), 256 threads = 8 warps. Block `rank` of a cluster
+// owns experts [rank * E/8, (rank + 1) * E/8): warp w the 2 rows 2w, 2w + 1 of them (E <= 128).
+// Before pdl_wait(): L2 prefetch of the block's router rows (weights only). After it: every block
+// recomputes the BT rows' sum of squares (hidden floats each, from L2), writes its 1/8 slice of
+// xn, runs the GEMV normalising the activations as it loads them (common/gemv_core.cuh: the same
+// fp32 operations as rmsnorm + gemv, so the logits are bit-identical to the unfused path); lane 0
+// of each warp stores its logits into the leader's shared memory through the cluster (DSMEM). After
+// cluster.sync() the leader runs one warp of top-k per batch row.
+#include <cooperative_groups.h>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/gemv_core.cuh"
+#include "kernels/common/pdl.h"
+#include "kernels/router/params.h"
+#include "kernels/router/topk.cuh"
+
+namespace gossamer::kern {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kCluster = 8, kWarps = 8, kRpw = 2, kThreads = kWarps * 32;
+constexpr int kUnroll = 2;  // 16-byte weight chunks per lane in flight (4 measured slower)
+constexpr int kMaxExperts = kCluster * kWarps * kRpw;  // 128
+
+template <int BT>
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+    norm_router_topk(NormRouterParams p) {
+  __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int rb = p.n_experts / kCluster;  // experts per block (<= 16)
+  const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
+  const int e0 = rank * rb + warp * kRpw;  // this warp's first expert
+  const bool active = warp * kRpw < rb;
+  const uint16_t* rows[kRpw];
+#pragma unroll
+  for (int r = 0; r < kRpw; ++r)
+    rows[r] = p.w + static_cast<size_t>(min(e0 + r, rank * rb + rb - 1)) * p.hidden;
+  if (p.pdl && active && blockIdx.y == 0)
+    warp_prefetch_rows<kRpw>(rows, p.hidden);  // weights: before the wait
+  // Split cluster barrier: arrive now, wait before the first DSMEM store (every block of the
+  // cluster must have started before its shared memory is written remotely).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  pdl_wait();  // x comes from the previous kernel (O-projection + residual)
+  pdl_trigger();
+  const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
+  float inv[BT];
+  block_inv_rms<BT, kWarps>(x, p.hidden, nb, p.eps, inv);
+  if (p.xn) {  // this block's 1/8 of the normed rows (float4 chunks rank, rank + 8, ... per row)
+    const int n4 = p.hidden / 4;
+    const uint2* g = reinterpret_cast<const uint2*>(p.norm_w);
+    for (int b = 0; b < nb; ++b) {
+      const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
+      float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
+      for (int i = rank * kThreads + threadIdx.x; i < n4; i += kCluster * kThreads) {
+        const float4 v = __ldg(xr + i);
+        const uint2 gg = __ldg(g + i);
+        const float s = inv[b];
+        yr[i] = make_float4(v.x * s * bf16_lo(gg.x), v.y * s * bf16_hi(gg.x),
+                            v.z * s * bf16_lo(gg.y), v.w * s * bf16_hi(gg.y));
+      }
+    }
+  }
+  float acc[kRpw][BT] = {};
+  if (active) warp_gemv_bf16<BT, kRpw, true, kUnroll>(rows, p.hidden, x, nb, acc, p.norm_w, inv);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (active) {
+    if (lane == 0) {
+      float* leader = cluster.map_shared_rank(&logit_s[0][0], 0);
+#pragma unroll
+      for (int r = 0; r < kRpw; ++r) {
+        const int e = e0 + r;
+        if (warp * kRpw + r >= rb) continue;
+        const float bias = p.bias ? p.bias[e] : 0.f;
+#pragma unroll
+        for (int b = 0; b < BT; ++b) {
+          if (b >= nb) continue;
+          const float v = acc[r][b] + bias;  // as gemv_bf16w_f32a: same bits as unfused
+          leader[b * kMaxExperts + e] = v;
+          if (p.logits) p.logits[static_cast<size_t>(b0 + b) * p.n_experts + e] = v;
+        }
+      }
+    }
+  }
+  cluster.sync();  // all logits of the tile are in the leader's shared memory
+  if (rank != 0 || warp >= nb) return;
+  const size_t o = static_cast<size_t>(b0 + warp) * p.k;
+  warp_topk_softmax(&logit_s[warp][0], p.n_experts, p.k, p.ids + o, p.weights + o);
+}
+
+template <int BT>
+Status launch_bt(const NormRouterParams& p, cudaStream_t s) {
+  const dim3 grid(kCluster, (p.batch + BT - 1) / BT);
+  return launch_pdl(p.pdl, "norm_router_topk", norm_router_topk<BT>, grid, dim3(kThreads), 0, s, p);
+}
+
+}  // namespace
+
+Status launch_norm_router_topk(const NormRouterParams& p, cudaStream_t s) {
+  GS_RETURN_IF_ERROR(p.validate());
+  if (p.batch <= 1) return launch_bt<1>(p, s);
+  if (p.batch <= 2) return launch_bt<2>(p, s);
+  if (p.batch <= 4) return launch_bt<4>(p, s);
+  return launch_bt<8>(p, s);
+}
+
+}  // namespace gossamer::kern

@@ -1,0 +1,223 @@
+// Fused RMSNorm + router GEMV + top-k (norm_router_topk) against the fp64 reference, with and
+// without PDL, and as a PDL chain inside a captured CUDA graph.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/numerics.h"
+#include "kernels/common/testing.h"
+#include "kernels/embed/params.h"
+#include "kernels/gemv/params.h"
+#include "kernels/rmsnorm/params.h"
+#include "kernels/router/cases.h"
+#include "kernels/router/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+using testing::DevBuf;
+
+struct Inputs {
+  std::vector<float> x, bias;
+  std::vector<uint16_t> g, w;
+};
+
+Inputs make_inputs(std::mt19937_64& rng, const NormRouterCase& c) {
+  Inputs in;
+  in.x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.hidden, -3.f, 3.f);
+  in.g = testing::rand_bf16(rng, c.hidden, 0.25f, 2.f);
+  in.w = testing::rand_bf16(rng, static_cast<size_t>(c.n_experts) * c.hidden, -0.1f, 0.1f);
+  in.bias = testing::rand_f32(rng, c.n_experts, -0.5f, 0.5f);
+  return in;
+}
+
+// Checks xn, logits, ids and weights of one run against the fp64 reference.
+void check(const NormRouterCase& c, const Inputs& in, const std::vector<float>& xn,
+           const std::vector<float>& logits, const std::vector<int32_t>& ids,
+           const std::vector<float>& wts, const char* mode) {
+  std::vector<double> rxn, rl;
+  norm_router_ref(in.x, in.g, in.w, in.bias, c.batch, c.hidden, c.n_experts, 1e-5f, &rxn, &rl);
+  const double exn = testing::rel_err(xn, rxn), el = testing::rel_err(logits, rl);
+  // Reference top-k per row; rows whose k-th and (k+1)-th logits are within 1e-4 are near-ties
+  // (the order of the float sums may pick either): their ids are not compared. The weights are
+  // checked against the softmax of the reference logits at the ids the kernel chose.
+  std::vector<double> rw(wts.size());
+  int compared = 0;
+  for (int b = 0; b < c.batch; ++b) {
+    const double* l = rl.data() + static_cast<size_t>(b) * c.n_experts;
+    std::vector<int> idx(c.n_experts);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int d) { return l[a] > l[d]; });
+    const bool tie = c.k < c.n_experts && l[idx[c.k - 1]] - l[idx[c.k]] < 1e-4;
+    double den = 0;
+    for (int j = 0; j < c.k; ++j) {
+      const int id = ids[static_cast<size_t>(b) * c.k + j];
+      ASSERT_TRUE(id >= 0 && id < c.n_experts) << c.name << " row " << b;
+      if (!tie) {
+        EXPECT_EQ(id, idx[j]) << c.name << " " << mode << " row " << b << " rank " << j;
+      }
+      den += std::exp(l[id] - l[idx[0]]);
+    }
+    compared += tie ? 0 : 1;
+    for (int j = 0; j < c.k; ++j) {
+      const size_t o = static_cast<size_t>(b) * c.k + j;
+      rw[o] = std::exp(l[ids[o]] - l[idx[0]]) / den;
+    }
+  }
+  const double ew = testing::rel_err(wts, rw);
+  std::printf("norm_router %-20s %-6s xn %.3g logits %.3g weights %.3g ids %d/%d rows\n", c.name,
+              mode, exn, el, ew, compared, c.batch);
+  EXPECT_LT(exn, 1e-6) << c.name;
+  EXPECT_LT(el, 1e-5) << c.name;
+  EXPECT_LT(ew, 1e-5) << c.name;
+}
+
+struct Dev {
+  DevBuf<float> x, bias, xn, logits, wts;
+  DevBuf<uint16_t> g, w;
+  DevBuf<int32_t> ids;
+  Dev(const NormRouterCase& c, const Inputs& in)
+      : x(in.x.size()),
+        bias(in.bias.size()),
+        xn(in.x.size()),
+        logits(static_cast<size_t>(c.batch) * c.n_experts),
+        wts(static_cast<size_t>(c.batch) * c.k),
+        g(in.g.size()),
+        w(in.w.size()),
+        ids(static_cast<size_t>(c.batch) * c.k) {
+    x.upload(in.x);
+    bias.upload(in.bias);
+    g.upload(in.g);
+    w.upload(in.w);
+    xn.poison();
+    logits.poison();
+    wts.poison();
+    ids.poison();
+  }
+  NormRouterParams params(const NormRouterCase& c, bool pdl) const {
+    return {x.get(),   g.get(), w.get(),  bias.get(),  xn.get(), logits.get(), ids.get(),
+            wts.get(), c.batch, c.hidden, c.n_experts, c.k,      1e-5f,        pdl};
+  }
+};
+
+TEST(NormRouter, MatchesFp64Reference) {
+  std::mt19937_64 rng(testing::fresh_seed("norm_router"));
+  for (const auto& c : kNormRouterCases) {
+    const Inputs in = make_inputs(rng, c);
+    for (bool pdl : {false, true}) {
+      Dev d(c, in);
+      ASSERT_TRUE(launch_norm_router_topk(d.params(c, pdl), 0).ok()) << c.name;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+      check(c, in, d.xn.download(), d.logits.download(), d.ids.download(), d.wts.download(),
+            pdl ? "pdl" : "plain");
+    }
+  }
+}
+
+// embed (PDL) writes x from a bf16 table; norm_router_topk (PDL) must wait for it. Captured
+// into a graph on a fresh stream, x poisoned (NaN) before each replay.
+TEST(NormRouter, PdlChainInGraph) {
+  std::mt19937_64 rng(testing::fresh_seed("norm_router graph"));
+  const NormRouterCase c = kNormRouterCases[2];
+  const int vocab = 64;
+  Inputs in = make_inputs(rng, c);
+  const auto table = testing::rand_bf16(rng, static_cast<size_t>(vocab) * c.hidden, -3.f, 3.f);
+  std::vector<int32_t> tokens(c.batch);
+  for (int b = 0; b < c.batch; ++b) tokens[b] = static_cast<int32_t>(rng() % vocab);
+  for (int b = 0; b < c.batch; ++b)  // the reference sees the embedded rows
+    for (int h = 0; h < c.hidden; ++h)
+      in.x[static_cast<size_t>(b) * c.hidden + h] =
+          bf16_to_float(table[static_cast<size_t>(tokens[b]) * c.hidden + h]);
+  Dev d(c, in);
+  DevBuf<uint16_t> dtab(table.size());
+  DevBuf<int32_t> dtok(tokens.size());
+  dtab.upload(table);
+  dtok.upload(tokens);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const EmbedParams ep{dtab.get(), dtok.get(), d.x.get(), nullptr, c.batch, vocab, c.hidden, true};
+  ASSERT_TRUE(launch_embed(ep, s).ok());
+  ASSERT_TRUE(launch_norm_router_topk(d.params(c, true), s).ok());
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 3; ++rep) {
+    d.x.poison();
+    d.xn.poison();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the poison (stream 0) lands first
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    check(c, in, d.xn.download(), d.logits.download(), d.ids.download(), d.wts.download(), "graph");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+// The fused kernel performs the same fp32 operations as rmsnorm + gemv (+ topk): xn, logits, ids
+// and weights must be bit-identical to the unfused path (the CPU runner comparisons rely on it).
+TEST(NormRouter, BitIdenticalToUnfusedPath) {
+  std::mt19937_64 rng(testing::fresh_seed("norm_router bitwise"));
+  for (const auto& c : kNormRouterCases) {
+    const Inputs in = make_inputs(rng, c);
+    Dev d(c, in);
+    DevBuf<float> xn(in.x.size()), logits(static_cast<size_t>(c.batch) * c.n_experts),
+        wts(static_cast<size_t>(c.batch) * c.k);
+    DevBuf<int32_t> ids(wts.size());
+    ASSERT_TRUE(launch_norm_router_topk(d.params(c, true), 0).ok());
+    ASSERT_TRUE(
+        launch_rmsnorm({d.x.get(), d.g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f}, 0)
+            .ok());
+    ASSERT_TRUE(launch_gemv({d.w.get(), d.bias.get(), xn.get(), logits.get(), c.n_experts, c.hidden,
+                             c.batch, c.n_experts, false, nullptr},
+                            0)
+                    .ok());
+    ASSERT_TRUE(
+        launch_topk_softmax({logits.get(), ids.get(), wts.get(), c.batch, c.n_experts, c.k}, 0)
+            .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto count_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+      size_t n = 0;
+      for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+      return n;
+    };
+    const size_t dxn = count_diff(d.xn.download(), xn.download());
+    const size_t dl = count_diff(d.logits.download(), logits.download());
+    const size_t dw = count_diff(d.wts.download(), wts.download());
+    std::printf("norm_router %-20s differing bits vs unfused: xn %zu logits %zu weights %zu\n",
+                c.name, dxn, dl, dw);
+    EXPECT_EQ(dxn, 0u) << c.name;
+    EXPECT_EQ(dl, 0u) << c.name;
+    EXPECT_EQ(dw, 0u) << c.name;
+    EXPECT_EQ(d.ids.download(), ids.download()) << c.name;
+  }
+}
+
+TEST(NormRouter, RejectsBadParams) {
+  alignas(16) float x[8] = {}, w8[8] = {};
+  alignas(16) uint16_t g[8] = {}, w[8] = {};
+  int32_t ids[8] = {};
+  NormRouterParams p{x, g, w, nullptr, nullptr, nullptr, ids, w8, 1, 8, 8, 4, 1e-5f, false};
+  ASSERT_TRUE(p.validate().ok());
+  p.n_experts = 256;
+  EXPECT_FALSE(p.validate().ok());  // more than 128 experts
+  p.n_experts = 12;
+  EXPECT_FALSE(p.validate().ok());  // not a multiple of 8
+  p.n_experts = 8;
+  p.hidden = 12;
+  EXPECT_FALSE(p.validate().ok());  // hidden % 8
+  p.hidden = 8;
+  p.k = 9;
+  EXPECT_FALSE(p.validate().ok());
+  p.ids = nullptr;
+  p.k = 4;
+  EXPECT_FALSE(p.validate().ok());
+}
+
+}  // namespace
+}  // namespace gossamer::kern

@@ -1,0 +1,87 @@
+// Decode routing chain, per layer: rmsnorm + router gemv + topk_softmax (3 kernels) against the
+// fused norm_router_topk (1 kernel), each with PDL off/on. 36 layers are captured into one CUDA
+// graph (as the decode step is); the time per layer is the mean over graph replays / 36.
+#include <cstdio>
+#include <functional>
+
+#include "kernels/common/testing.h"
+#include "kernels/gemv/params.h"
+#include "kernels/rmsnorm/params.h"
+#include "kernels/router/cases.h"
+#include "kernels/router/params.h"
+
+namespace {
+
+using namespace gossamer::kern;
+constexpr int kLayers = 36;
+
+// Mean ms per replay of a graph of kLayers calls of `layer` captured on stream s.
+double graph_ms(cudaStream_t s, const std::function<bool(cudaStream_t)>& layer) {
+  cudaGraph_t g;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+  bool ok = true;
+  for (int i = 0; i < kLayers; ++i) ok = ok && layer(s);
+  if (cudaStreamEndCapture(s, &g) != cudaSuccess || !ok) return -1;
+  cudaGraphExec_t e;
+  if (cudaGraphInstantiate(&e, g, 0) != cudaSuccess) return -1;
+  for (int i = 0; i < 5; ++i) cudaGraphLaunch(e, s);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  const int iters = 50;
+  cudaEventRecord(a, s);
+  for (int i = 0; i < iters; ++i) cudaGraphLaunch(e, s);
+  cudaEventRecord(b, s);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  return ms / iters;
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  std::printf("routing chain per layer (graph of %d layers, us per layer)\n", kLayers);
+  for (const auto& c : kNormRouterCases) {
+    const size_t xs = static_cast<size_t>(c.batch) * c.hidden;
+    testing::DevBuf<float> x(xs), xn(xs), logits(static_cast<size_t>(c.batch) * c.n_experts),
+        bias(c.n_experts), wts(static_cast<size_t>(c.batch) * c.k);
+    testing::DevBuf<uint16_t> g(c.hidden), w(static_cast<size_t>(c.n_experts) * c.hidden);
+    testing::DevBuf<int32_t> ids(static_cast<size_t>(c.batch) * c.k);
+    cudaMemset(x.get(), 0, x.bytes());
+    cudaMemset(g.get(), 0, g.bytes());
+    cudaMemset(w.get(), 0, w.bytes());
+    cudaMemset(bias.get(), 0, bias.bytes());
+    for (bool pdl : {false, true}) {
+      const double t3 = graph_ms(s, [&](cudaStream_t st) {
+        return launch_rmsnorm({x.get(), g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f, pdl},
+                              st)
+                   .ok() &&
+               launch_gemv({w.get(), bias.get(), xn.get(), logits.get(), c.n_experts, c.hidden,
+                            c.batch, c.n_experts, false, nullptr, pdl},
+                           st)
+                   .ok() &&
+               launch_topk_softmax(
+                   {logits.get(), ids.get(), wts.get(), c.batch, c.n_experts, c.k, pdl}, st)
+                   .ok();
+      });
+      const double t1 = graph_ms(s, [&](cudaStream_t st) {
+        return launch_norm_router_topk(
+                   {x.get(), g.get(), w.get(), bias.get(), xn.get(), nullptr, ids.get(), wts.get(),
+                    c.batch, c.hidden, c.n_experts, c.k, 1e-5f, pdl},
+                   st)
+            .ok();
+      });
+      std::printf("%-20s pdl %-3s  rmsnorm+gemv+topk %7.2f us   norm_router_topk %7.2f us\n",
+                  c.name, pdl ? "on" : "off", 1e3 * t3 / kLayers, 1e3 * t1 / kLayers);
+    }
+  }
+  cudaStreamDestroy(s);
+  return 0;
+}
