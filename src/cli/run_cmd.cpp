@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "common/npy.h"
 #include "engine/cpu_runner.h"
 #include "model/weights.h"
@@ -124,7 +125,10 @@ Result<GenerationParams> sampling_params(const RunArgs& a) {
   return p;
 }
 
-Status run_generate(const RunArgs& a) {
+Status run_generate(RunArgs a) {
+  if (a.model.empty()) {  // the built-in demo model (says loudly that its text is noise)
+    GS_ASSIGN_OR_RETURN(a.model, demo_model_dir(a.tokenizer, "gossamer run"));
+  }
   if (a.prompt.empty() == a.tokens.empty()) {
     return InvalidArgument("give exactly one of --prompt and --tokens");
   }
@@ -192,8 +196,9 @@ void add_run_commands(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<RunArgs>();
   auto* run =
       app.add_subcommand("run", "Generate with the CPU reference engine (streams to stdout)");
-  run->add_option("--model", a->model, "Checkpoint directory (config.json + *.safetensors)")
-      ->required();
+  run->add_option("--model", a->model,
+                  "Checkpoint directory (config.json + *.safetensors); default: the built-in "
+                  "demo model (random weights, noise)");
   run->add_option("--prompt", a->prompt, "Prompt text (needs a tokenizer)");
   run->add_option("--tokens", a->tokens, "Prompt as comma-separated token ids");
   run->add_option("-n,--max-tokens", a->n, "Tokens to generate")->capture_default_str();

@@ -15,12 +15,14 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/demo_model.h"
 #include "engine/cpu_runner.h"
 #include "model/config.h"
 #include "model/synth.h"
 #include "model/weights.h"
 #include "runtime/engine.h"
 #include "runtime/fake_runner.h"
+#include "server/generation_config.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 #ifdef GOSSAMER_HAVE_CUDA
@@ -38,71 +40,23 @@ struct ServeArgs {
   int64_t max_num_seqs = 64, max_num_batched_tokens = 2048, kv_blocks = 0, block_size = 16;
   int64_t max_queue = 256, request_timeout = 600, max_model_len = 0, max_body = 8 << 20;
   int64_t default_max_tokens = -1;
+  int64_t responses_store_max = 1024, responses_store_mib = 64;
   double kv_cache_gib = 1.0, shutdown_grace = 5.0;
   int threads = 0;
   bool no_prefix_caching = false;
 };
 
-std::string exe_dir() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : p.parent_path().string();
-}
-
-// --tokenizer, else ../shared/tokenizer/tokenizer.json beside the repo (from the binary's folder
-// or the working directory).
-Result<std::string> find_tokenizer(const std::string& given) {
-  if (!given.empty()) {
-    if (!fs::exists(given)) return NotFound("--tokenizer: " + given + " does not exist");
-    return given;
-  }
-  const std::string rel = "shared/tokenizer/tokenizer.json";
-  for (fs::path base : {fs::path(exe_dir()), fs::current_path()}) {
-    for (int up = 0; up < 4 && !base.empty(); ++up, base = base.parent_path()) {
-      if (fs::exists(base / rel)) return (base / rel).string();
-      if (base == base.parent_path()) break;
-    }
-  }
-  return NotFound("no tokenizer.json: pass --tokenizer PATH (looked for ../" + rel +
-                  " beside the repository)");
-}
-
-// The demo checkpoint: synthesised once (tiny preset, seed 0) into the cache dir.
-Result<std::string> demo_model_dir(const std::string& tokenizer_arg) {
-  std::string cache;
-  if (const char* c = std::getenv("GOSSAMER_CACHE"); c && *c) {
-    cache = c;
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    cache = std::string(h) + "/.cache/gossamer";
-  } else {
-    return NotFound("neither $GOSSAMER_CACHE nor $HOME is set: pass --model DIR");
-  }
-  const std::string dir = cache + "/demo";
-  std::fprintf(stderr,
-               "gossamer serve: WARNING: no --model given; serving the built-in DEMO model "
-               "(tiny, RANDOM weights): its output text is NOISE. Model dir: %s\n",
-               dir.c_str());
-  if (fs::exists(dir + "/config.json") && fs::exists(dir + "/tokenizer.json")) return dir;
-  GS_ASSIGN_OR_RETURN(std::string tok, find_tokenizer(tokenizer_arg));
-  SynthOptions o;
-  GS_ASSIGN_OR_RETURN(o.config, preset_config("tiny"));
-  o.seed = 0;
-  o.out_dir = dir + ".tmp";
-  o.tokenizer_path = tok;
-  std::fprintf(stderr, "gossamer serve: synthesising the demo model into %s ...\n", dir.c_str());
-  GS_RETURN_IF_ERROR(write_synth_checkpoint(o));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::rename(o.out_dir, dir, ec);
-  if (ec) return IoError("cannot move " + o.out_dir + " to " + dir + ": " + ec.message());
-  return dir;
-}
-
 struct Backend {
   std::unique_ptr<ModelRunner> runner;
   std::shared_ptr<const Tokenizer> tok;
   std::string name;
+  std::vector<int32_t> generation_eos;  // generation_config.json's eos_token_id
 };
+
+// The context limit: --max-model-len, else 4096 for the demo model, else the model's (0).
+int64_t context_limit(const ServeArgs& a, bool demo) {
+  return a.max_model_len > 0 ? a.max_model_len : (demo ? 4096 : 0);
+}
 
 KvCacheSpec size_kv(const ServeArgs& a, const ModelConfig& cfg) {
   KvCacheSpec spec;
@@ -132,7 +86,7 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   std::string dir = a.model;
   *demo = dir.empty();
   if (*demo) {
-    GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer));
+    GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer, "gossamer serve"));
   }
   std::string tok_path = dir + "/tokenizer.json";
   if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
@@ -143,6 +97,7 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
                                  : a.served_name;
   if (a.backend == "fake") {  // weights-free hash model (load tests); config from the dir
     GS_ASSIGN_OR_RETURN(ModelConfig cfg, load_config(dir));
+    GS_ASSIGN_OR_RETURN(b.generation_eos, server::read_generation_eos(dir, cfg.vocab_size));
     b.runner = std::make_unique<FakeRunner>(cfg, size_kv(a, cfg));
     return b;
   }
@@ -150,13 +105,15 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
     return InvalidArgument("--backend must be cpu, cuda or fake (got '" + a.backend + "')");
   }
   GS_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> model, load_model(dir));
+  GS_ASSIGN_OR_RETURN(b.generation_eos, server::read_generation_eos(dir, model->config.vocab_size));
   const KvCacheSpec spec = size_kv(a, model->config);
   if (a.backend == "cuda") {
 #ifdef GOSSAMER_HAVE_CUDA
     CudaRunnerOptions o;
     o.kv = spec;
     o.max_seqs = a.max_num_seqs;
-    o.max_seq_len = a.max_model_len > 0 ? a.max_model_len : model->config.max_position_embeddings;
+    const int64_t limit = context_limit(a, *demo);
+    o.max_seq_len = limit > 0 ? limit : model->config.max_position_embeddings;
     GS_ASSIGN_OR_RETURN(b.runner, CudaModelRunner::create(*model, o));
     return b;
 #else
@@ -178,7 +135,8 @@ int serve(const ServeArgs& a) {
   eo.sched.max_num_seqs = a.max_num_seqs;
   eo.sched.max_num_batched_tokens = a.max_num_batched_tokens;
   eo.sched.prefix_caching = !a.no_prefix_caching;
-  eo.sched.max_model_len = a.max_model_len > 0 ? a.max_model_len : (demo ? 4096 : 0);
+  eo.sched.max_model_len = context_limit(a, demo);
+  eo.sched.vocab_limit = be->tok->vocab_size();  // never sample the padding logits rows
   eo.max_queue = a.max_queue;
   const std::string describe = be->runner->describe();
   auto engine = Engine::start(std::move(be->runner), nullptr, eo);
@@ -196,6 +154,9 @@ int serve(const ServeArgs& a) {
   so.default_max_tokens = a.default_max_tokens >= 0 ? a.default_max_tokens : (demo ? 512 : 0);
   so.http_threads = static_cast<int>(std::min<int64_t>(2048, a.max_num_seqs + a.max_queue + 16));
   so.render.date = a.date;
+  so.extra_stop_ids = be->generation_eos;
+  so.responses_store_max = a.responses_store_max;
+  so.responses_store_bytes = a.responses_store_mib << 20;
   server::Server srv(engine->get(), be->tok, so);
   if (Status st = srv.bind(); !st.ok()) {
     std::fprintf(stderr, "gossamer serve: %s\n", st.ToString().c_str());
@@ -271,6 +232,14 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--date", args->date, "fixed 'Current date' for prompts (YYYY-MM-DD)");
   cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds in-flight requests get")
       ->capture_default_str();
+  cmd->add_option("--responses-store-max", args->responses_store_max,
+                  "stored /v1/responses results at most (LRU; 0: never store)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--responses-store-mib", args->responses_store_mib,
+                  "MiB of stored /v1/responses JSON at most (LRU)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");
   cmd->callback([args, exit_code] {
     // Block the stop signals in every thread; the waiter thread receives them with sigwait.

@@ -1,5 +1,7 @@
 #include "server/chat_choice.h"
 
+#include <algorithm>
+
 namespace gossamer::server {
 
 ChatChoice::ChatChoice(std::shared_ptr<RequestStream> stream, harmony::StreamingParser parser,
@@ -86,6 +88,9 @@ bool ChatChoice::poll(std::chrono::milliseconds timeout, std::vector<Delta>* out
   for (const SampledToken& t : c.tokens) {
     if (stop_hit_) break;
     ++completion_tokens_;
+    if (std::find(silent_stops_.begin(), silent_stops_.end(), t.token) != silent_stops_.end()) {
+      continue;
+    }
     const bool was_reasoning = in_reasoning_;
     parser_.push(t.token, ev);
     on_events(ev, &t, out);

@@ -32,6 +32,8 @@ class ChatChoice {
   // Tokens the server appended to the prompt to steer the answer (e.g. a tool-call header):
   // the parser sees them first, as if the model had written them.
   void prefill(const std::vector<int32_t>& ids, std::vector<Delta>* out);
+  // Stop ids (e.g. generation_config eos) that end the request without being parsed as text.
+  void set_silent_stop_ids(std::vector<int32_t> ids) { silent_stops_ = std::move(ids); }
   // Waits up to `timeout` for output; appends deltas. Returns true once the choice is done.
   bool poll(std::chrono::milliseconds timeout, std::vector<Delta>* out);
   void cancel();
@@ -40,6 +42,8 @@ class ChatChoice {
   // "stop", "length" or "tool_calls" (valid when done and not failed).
   std::string finish_reason() const;
   bool failed() const { return !error_.empty(); }
+  // Ended by the per-request deadline (--request-timeout): the output is incomplete.
+  bool timed_out() const { return engine_reason_ == FinishReason::kTimeout; }
   const std::string& error() const { return error_; }
   const harmony::ParseResult& result() const { return parser_.result(); }
   // Final texts after stop strings (the parser's result is before them).
@@ -67,6 +71,7 @@ class ChatChoice {
   std::string error_;
   std::string content_, reasoning_;
   std::vector<SampledToken> content_tokens_;
+  std::vector<int32_t> silent_stops_;
   int64_t completion_tokens_ = 0, reasoning_tokens_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0;
 };
 

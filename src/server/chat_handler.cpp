@@ -11,34 +11,44 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(20);
 
 // Tokens appended after "<|start|>assistant" to force a tool call (tool_choice required or a
-// named function): the header of a commentary message addressed to functions.NAME.
-// With tool_choice "required" and a single tool, the call is steered to that tool.
-Result<std::vector<int32_t>> steering_ids(const Tokenizer& tok, const harmony::ChatRequest& req,
-                                          harmony::RenderedPrompt p) {
+// named function): the header of a commentary message addressed to functions.NAME. With
+// "required" and several tools the header stops after "functions." and a ToolNameConstraint
+// lets the model write only one of the names (then closes the header).
+struct Steering {
   std::vector<int32_t> ids;
-  if (!p.tool_call_required) return ids;
+  std::shared_ptr<TokenConstraint> constraint;
+};
+
+Result<Steering> steering(Ctx& ctx, const harmony::ChatRequest& req, harmony::RenderedPrompt p) {
+  const Tokenizer& tok = *ctx.tok;
+  Steering s;
+  if (!p.tool_call_required) return s;
   if (p.required_tool.empty() && req.tools.size() == 1) p.required_tool = req.tools[0].name;
-  auto special = [&](const char* s) -> Result<int32_t> {
-    auto id = tok.special_id(s);
-    if (!id) return Internal(std::string("tokenizer lacks ") + s);
+  auto special = [&](const char* name) -> Result<int32_t> {
+    auto id = tok.special_id(name);
+    if (!id) return Internal(std::string("tokenizer lacks ") + name);
     return *id;
   };
   GS_ASSIGN_OR_RETURN(int32_t channel, special("<|channel|>"));
-  ids.push_back(channel);
+  s.ids.push_back(channel);
   if (p.required_tool.empty()) {
     auto t = tok.encode("commentary to=functions.");
-    ids.insert(ids.end(), t.begin(), t.end());
-    return ids;
+    s.ids.insert(s.ids.end(), t.begin(), t.end());
+    std::vector<std::string> names;
+    for (const auto& tool : req.tools) names.push_back(tool.name);
+    GS_ASSIGN_OR_RETURN(auto pieces, token_pieces(ctx));
+    GS_ASSIGN_OR_RETURN(s.constraint, ToolNameConstraint::create(tok, pieces, names));
+    return s;
   }
   auto t = tok.encode("commentary to=functions." + p.required_tool + " ");
-  ids.insert(ids.end(), t.begin(), t.end());
+  s.ids.insert(s.ids.end(), t.begin(), t.end());
   GS_ASSIGN_OR_RETURN(int32_t constrain, special("<|constrain|>"));
-  ids.push_back(constrain);
+  s.ids.push_back(constrain);
   auto j = tok.encode("json");
-  ids.insert(ids.end(), j.begin(), j.end());
+  s.ids.insert(s.ids.end(), j.begin(), j.end());
   GS_ASSIGN_OR_RETURN(int32_t message, special("<|message|>"));
-  ids.push_back(message);
-  return ids;
+  s.ids.push_back(message);
+  return s;
 }
 
 json delta_json(const Delta& d) {
@@ -98,19 +108,13 @@ json message_json(const ChatChoice& c) {
   return m;
 }
 
-void respond_blocking(Ctx& ctx, ChatJob& job, httplib::Response& res) {
-  std::vector<Delta> scratch;
-  for (bool all = false; !all;) {
-    all = true;
-    for (auto& c : job.choices) {
-      scratch.clear();
-      if (!c->poll(kPoll, &scratch)) all = false;
-    }
-  }
+void respond_blocking(Ctx& ctx, ChatJob& job, PeerWatch& peer, httplib::Response& res) {
+  if (!wait_chat_job(job, peer)) return client_gone(res);
   json choices = json::array();
   for (size_t i = 0; i < job.choices.size(); ++i) {
     const ChatChoice& c = *job.choices[i];
     if (c.failed()) return send_error(res, ApiError{500, c.error(), "server_error", "", ""});
+    if (c.timed_out()) return send_error(res, timeout_error(ctx, c.completion_tokens()));
     json lp = nullptr;
     if (job.ro.gen.logprobs) {
       json content = json::array();
@@ -190,6 +194,12 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
       continue;
     }
     s.finished[i] = true;
+    if (c.timed_out()) {  // an error event instead of a finish_reason: the output is cut short
+      json err = error_body(timeout_error(*s.ctx, c.completion_tokens()));
+      err["error"]["choice_index"] = static_cast<int>(i);
+      if (!send(err)) return false;
+      continue;
+    }
     if (c.failed()) {
       json err = error_body(ApiError{500, c.error(), "server_error", "", ""});
       if (!send(err)) return false;
@@ -229,6 +239,26 @@ json logprob_entry(const Tokenizer& tok, const SampledToken& t, bool with_top) {
   return e;
 }
 
+bool wait_chat_job(ChatJob& job, PeerWatch& peer,
+                   const std::function<void(size_t, const Delta&)>& on_delta) {
+  std::vector<Delta> scratch;
+  for (bool all = false; !all;) {
+    if (peer.disconnected()) {
+      for (auto& c : job.choices) c->cancel();
+      return false;
+    }
+    all = true;
+    for (size_t i = 0; i < job.choices.size(); ++i) {
+      scratch.clear();
+      if (!job.choices[i]->poll(kPoll, &scratch)) all = false;
+      if (on_delta) {
+        for (const Delta& d : scratch) on_delta(i, d);
+      }
+    }
+  }
+  return true;
+}
+
 json chat_usage(const ChatJob& job) {
   int64_t prompt = 0, cached = 0, completion = 0, reasoning = 0;
   for (const auto& c : job.choices) {
@@ -250,10 +280,10 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   Result<harmony::RenderedPrompt> prompt =
       harmony::render_chat_request(*creq, *ctx.tok, ctx.opts.render);
   if (!prompt.ok()) return *err = from_status(prompt.status()), false;
-  Result<std::vector<int32_t>> steer = steering_ids(*ctx.tok, *creq, *prompt);
+  Result<Steering> steer = steering(ctx, *creq, *prompt);
   if (!steer.ok()) return *err = from_status(steer.status()), false;
   std::vector<int32_t> ids = prompt->ids;
-  ids.insert(ids.end(), steer->begin(), steer->end());
+  ids.insert(ids.end(), steer->ids.begin(), steer->ids.end());
   const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
   if (room < 1) {
     *err = bad_request("this model's maximum context length is " +
@@ -266,6 +296,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
       ctx.opts.default_max_tokens > 0 ? std::min(room, ctx.opts.default_max_tokens) : room;
   if (!parse_request_options(body, ep, dflt, &job->ro, err)) return false;
   job->ro.gen.stop_token_ids = ctx.chat_stop_ids;
+  job->ro.gen.constraint = steer->constraint;  // stateless: shared by the n choices
   job->ro.gen.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
   job->id = make_id(ctx, "chatcmpl-");
@@ -283,8 +314,9 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
     }
     job->choices.push_back(
         std::make_unique<ChatChoice>(*stream, std::move(parser).value(), job->ro.stop));
+    job->choices.back()->set_silent_stop_ids(ctx.chat_silent_stop_ids);
     job->prefill_deltas.emplace_back();
-    job->choices.back()->prefill(*steer, &job->prefill_deltas.back());
+    job->choices.back()->prefill(steer->ids, &job->prefill_deltas.back());
   }
   return true;
 }
@@ -296,7 +328,10 @@ void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res) 
   auto state = std::make_shared<StreamState>();
   state->ctx = &ctx;
   if (!start_chat_job(ctx, body, Endpoint::kChat, &state->job, &err)) return send_error(res, err);
-  if (!state->job.ro.stream) return respond_blocking(ctx, state->job, res);
+  if (!state->job.ro.stream) {
+    PeerWatch peer = watch_peer(req);
+    return respond_blocking(ctx, state->job, peer, res);
+  }
   state->finished.assign(state->job.choices.size(), false);
   state->lp_sent.assign(state->job.choices.size(), 0);
   res.set_header("Cache-Control", "no-cache");

@@ -1,4 +1,6 @@
 // POST /v1/completions: raw text (or token ids) in, text out; no chat template.
+#include <algorithm>
+
 #include "server/handlers.h"
 #include "server/stop_filter.h"
 
@@ -18,9 +20,13 @@ struct TextChoice {
   std::string error;
   bool done = false, stop_hit = false;
   int64_t prompt_tokens = 0, cached_tokens = 0;
+  std::vector<int32_t> stop_ids;
   TextChoice(std::shared_ptr<RequestStream> s, std::shared_ptr<const Tokenizer> tok,
-             std::vector<std::string> stops)
-      : stream(std::move(s)), dec(std::move(tok)), stop(std::move(stops)) {}
+             std::vector<std::string> stops, std::vector<int32_t> stop_token_ids)
+      : stream(std::move(s)),
+        dec(std::move(tok)),
+        stop(std::move(stops)),
+        stop_ids(std::move(stop_token_ids)) {}
   ~TextChoice() {
     if (!stream->finished()) stream->cancel();
   }
@@ -31,9 +37,11 @@ struct TextChoice {
     if (!stream->wait(&c, kPoll)) return false;
     prompt_tokens = c.prompt_tokens;
     cached_tokens = c.cached_tokens;
-    for (const auto& t : c.tokens) {
+    for (const SampledToken& t : c.tokens) {
       if (stop_hit) break;
       tokens.push_back(t);
+      // A stop token (eos) ends the request: it counts as generated but is not text.
+      if (std::find(stop_ids.begin(), stop_ids.end(), t.token) != stop_ids.end()) continue;
       Result<std::string> piece = dec.push(t.token);
       bool hit = false;
       *delta += stop.push(piece.ok() ? *piece : std::string(), &hit);
@@ -58,6 +66,7 @@ struct TextChoice {
     done = true;
     return true;
   }
+  bool timed_out() const { return reason == FinishReason::kTimeout; }
   std::string finish_reason() const {
     if (stop_hit) return "stop";
     return reason == FinishReason::kLength || reason == FinishReason::kTimeout ? "length" : "stop";
@@ -72,32 +81,57 @@ struct Job {
   std::vector<bool> finished;
 };
 
-bool prompt_ids(const Ctx& ctx, const json& body, std::vector<int32_t>* ids, ApiError* err) {
-  auto it = body.find("prompt");
-  if (it == body.end()) return *err = bad_request("'prompt' is required", "prompt"), false;
-  json p = *it;
-  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+constexpr size_t kMaxChoices = 256;  // prompts x n per request
+
+// One prompt: a string, or a non-empty array of token ids (checked against the vocabulary).
+bool one_prompt(const Ctx& ctx, const json& p, const std::string& param, std::vector<int32_t>* ids,
+                ApiError* err) {
   if (p.is_string()) {
     *ids = ctx.tok->encode(p.get<std::string>(), /*allow_special=*/true);
+    if (ids->empty()) return *err = bad_request("'" + param + "' is empty", param), false;
     return true;
   }
-  if (p.is_array() && !p.empty()) {
-    for (const auto& t : p) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-          t.get<int64_t>() >= ctx.engine->config().vocab_size) {
-        return *err =
-                   bad_request("'prompt' token ids must be integers in [0, vocab_size)", "prompt"),
-               false;
-      }
-      ids->push_back(t.get<int32_t>());
+  if (!p.is_array() || p.empty()) {
+    return *err = bad_request("'" + param + "' must be a string or a non-empty array of token ids",
+                              param),
+           false;
+  }
+  for (const auto& t : p) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= ctx.engine->config().vocab_size) {
+      return *err = bad_request("'" + param + "' token ids must be integers in [0, vocab_size)",
+                                param),
+             false;
     }
-    return true;
+    ids->push_back(t.get<int32_t>());
   }
-  *err = bad_request(
-      "'prompt' must be a string, an array of token ids, or a one-element array "
-      "of either (batches of prompts are not supported)",
-      "prompt");
-  return false;
+  return true;
+}
+
+// `prompt`: a string, an array of ids, or a batch (array of strings / of id arrays).
+bool prompt_batch(const Ctx& ctx, const json& body, std::vector<std::vector<int32_t>>* out,
+                  ApiError* err) {
+  auto it = body.find("prompt");
+  if (it == body.end()) return *err = bad_request("'prompt' is required", "prompt"), false;
+  const json& p = *it;
+  const bool batch = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  if (!batch) {
+    out->emplace_back();
+    return one_prompt(ctx, p, "prompt", &out->back(), err);
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string param = "prompt[" + std::to_string(i) + "]";
+    if (!p[i].is_string() && !p[i].is_array()) {
+      return *err = bad_request("'" + param +
+                                    "': a batch must hold only strings or only arrays "
+                                    "of token ids",
+                                "prompt"),
+             false;
+    }
+    out->emplace_back();
+    if (!one_prompt(ctx, p[i], param, &out->back(), err)) return false;
+  }
+  return true;
 }
 
 json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t from,
@@ -122,13 +156,18 @@ json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t
       {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
+// Prompt tokens are counted once per prompt (choices i*n .. i*n+n-1 share prompt i).
 json usage(const Job& job) {
   int64_t prompt = 0, cached = 0, completion = 0;
-  for (const auto& c : job.choices) {
-    prompt = c->prompt_tokens;
-    cached = std::max(cached, c->cached_tokens);
-    completion += static_cast<int64_t>(c->tokens.size());
+  for (size_t i = 0; i < job.choices.size(); i += static_cast<size_t>(job.ro.n)) {
+    prompt += job.choices[i]->prompt_tokens;
+    int64_t best = 0;
+    for (size_t j = i; j < i + static_cast<size_t>(job.ro.n); ++j) {
+      best = std::max(best, job.choices[j]->cached_tokens);
+    }
+    cached += best;
   }
+  for (const auto& c : job.choices) completion += static_cast<int64_t>(c->tokens.size());
   return json{{"prompt_tokens", prompt},
               {"completion_tokens", completion},
               {"total_tokens", prompt + completion},
@@ -159,17 +198,23 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
     std::string delta;
     const bool done = c.poll(&delta);
     if (!done) c.text += delta;
-    if (!delta.empty() || done) {
+    if (!delta.empty() || (done && !c.timed_out())) {
       json lp = job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, before, off0) : json(nullptr);
+      const bool end = done && !c.timed_out();  // a timeout ends with an error event instead
       json ch{{"index", (int)i},
               {"text", delta},
               {"logprobs", lp},
-              {"finish_reason", done ? json(c.finish_reason()) : json(nullptr)}};
+              {"finish_reason", end ? json(c.finish_reason()) : json(nullptr)}};
       if (!send(body_json(ctx, job, json::array({ch})))) return false;
     }
     if (done) {
       job.finished[i] = true;
-      if (!c.error.empty() && !send(error_body(ApiError{500, c.error, "server_error", "", ""}))) {
+      if (c.timed_out()) {
+        json e = error_body(timeout_error(ctx, static_cast<int64_t>(c.tokens.size())));
+        e["error"]["choice_index"] = static_cast<int>(i);
+        if (!send(e)) return false;
+      } else if (!c.error.empty() &&
+                 !send(error_body(ApiError{500, c.error, "server_error", "", ""}))) {
         return false;
       }
     } else {
@@ -187,49 +232,16 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
   return true;
 }
 
-}  // namespace
-
-void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body;
-  ApiError err;
-  if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
-  std::vector<int32_t> ids;
-  if (!prompt_ids(ctx, body, &ids, &err)) return send_error(res, err);
-  const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
-  auto job = std::make_shared<Job>();
-  if (!parse_request_options(body, Endpoint::kCompletions, std::max<int64_t>(room, 1), &job->ro,
-                             &err)) {
-    return send_error(res, err);
-  }
-  if (!job->ro.max_tokens_given)
-    job->ro.gen.max_tokens = std::min<int64_t>(16, std::max<int64_t>(room, 1));
-  job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
-  job->ro.gen.timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
-  job->id = make_id(ctx, "cmpl-");
-  job->created = unix_now();
-  for (int64_t i = 0; i < job->ro.n; ++i) {
-    GenerationParams g = job->ro.gen;
-    if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(i);
-    auto stream = ctx.engine->submit(ids, g);
-    if (!stream.ok()) return send_error(res, from_status(stream.status()));
-    job->choices.push_back(std::make_unique<TextChoice>(*stream, ctx.tok, job->ro.stop));
-  }
-  job->finished.assign(job->choices.size(), false);
-  if (job->ro.stream) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [&ctx, job](size_t, httplib::DataSink& sink) { return pump(ctx, *job, sink); },
-        [job](bool) {
-          for (auto& c : job->choices) c->stream->cancel();
-        });
-    return;
-  }
+// Waits for every choice; false (all cancelled) when the client went away.
+bool wait_all(Job& job, PeerWatch& peer) {
   std::string scratch;
   for (bool all = false; !all;) {
+    if (peer.disconnected()) {
+      for (auto& c : job.choices) c->stream->cancel();
+      return false;
+    }
     all = true;
-    for (auto& c : job->choices) {
+    for (auto& c : job.choices) {
       scratch.clear();
       if (!c->poll(&scratch)) {
         c->text += scratch;
@@ -237,19 +249,86 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
       }
     }
   }
+  return true;
+}
+
+// Submits n choices per prompt: choice index = prompt_index * n + j, seed + j.
+bool submit_all(Ctx& ctx, const std::vector<std::vector<int32_t>>& prompts, Job& job,
+                ApiError* err) {
+  for (const auto& ids : prompts) {
+    GenerationParams g0 = job.ro.gen;
+    if (!job.ro.max_tokens_given) {
+      const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
+      g0.max_tokens = std::min<int64_t>(16, std::max<int64_t>(room, 1));
+    }
+    for (int64_t j = 0; j < job.ro.n; ++j) {
+      GenerationParams g = g0;
+      if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(j);
+      auto stream = ctx.engine->submit(ids, g);
+      if (!stream.ok()) return *err = from_status(stream.status()), false;
+      job.choices.push_back(
+          std::make_unique<TextChoice>(*stream, ctx.tok, job.ro.stop, g.stop_token_ids));
+    }
+  }
+  return true;
+}
+
+void respond_blocking(Ctx& ctx, Job& job, PeerWatch& peer, httplib::Response& res) {
+  if (!wait_all(job, peer)) return client_gone(res);
   json choices = json::array();
-  for (size_t i = 0; i < job->choices.size(); ++i) {
-    const TextChoice& c = *job->choices[i];
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    const TextChoice& c = *job.choices[i];
+    if (c.timed_out()) {
+      return send_error(res, timeout_error(ctx, static_cast<int64_t>(c.tokens.size())));
+    }
     if (!c.error.empty()) return send_error(res, ApiError{500, c.error, "server_error", "", ""});
     choices.push_back(
         {{"index", (int)i},
          {"text", c.text},
-         {"logprobs", job->ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0) : json(nullptr)},
+         {"logprobs", job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0) : json(nullptr)},
          {"finish_reason", c.finish_reason()}});
   }
-  json out = body_json(ctx, *job, choices);
-  out["usage"] = usage(*job);
+  json out = body_json(ctx, job, choices);
+  out["usage"] = usage(job);
   res.set_content(dump(out), "application/json");
+}
+
+}  // namespace
+
+void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body;
+  ApiError err;
+  if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
+  std::vector<std::vector<int32_t>> prompts;
+  if (!prompt_batch(ctx, body, &prompts, &err)) return send_error(res, err);
+  auto job = std::make_shared<Job>();
+  if (!parse_request_options(body, Endpoint::kCompletions, 16, &job->ro, &err)) {
+    return send_error(res, err);
+  }
+  if (prompts.size() * static_cast<size_t>(job->ro.n) > kMaxChoices) {
+    return send_error(res,
+                      bad_request("a request may ask for at most " + std::to_string(kMaxChoices) +
+                                      " completions (prompts x n)",
+                                  "prompt"));
+  }
+  job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
+  job->ro.gen.timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
+  job->id = make_id(ctx, "cmpl-");
+  job->created = unix_now();
+  if (!submit_all(ctx, prompts, *job, &err)) return send_error(res, err);  // ~Job cancels
+  job->finished.assign(job->choices.size(), false);
+  if (!job->ro.stream) {
+    PeerWatch peer = watch_peer(req);
+    return respond_blocking(ctx, *job, peer, res);
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&ctx, job](size_t, httplib::DataSink& sink) { return pump(ctx, *job, sink); },
+      [job](bool) {
+        for (auto& c : job->choices) c->stream->cancel();
+      });
 }
 
 }  // namespace gossamer::server

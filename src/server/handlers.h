@@ -4,7 +4,9 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,10 @@
 #include "server/chat_choice.h"
 #include "server/http_util.h"
 #include "server/params.h"
+#include "server/peer_watch.h"
+#include "server/response_store.h"
 #include "server/server.h"
+#include "server/tool_constraint.h"
 
 namespace gossamer::server {
 
@@ -20,11 +25,24 @@ struct Ctx {
   Engine* engine = nullptr;
   std::shared_ptr<const Tokenizer> tok;
   ServerOptions opts;
-  std::vector<int32_t> chat_stop_ids;        // <|return|>, <|call|> and the config's eos ids
-  std::vector<int32_t> completion_stop_ids;  // the config's eos ids
+  std::vector<int32_t> chat_stop_ids;         // <|return|>, <|call|> and the config's eos ids
+  std::vector<int32_t> completion_stop_ids;   // the config's eos ids
+  std::vector<int32_t> chat_silent_stop_ids;  // chat stop ids other than <|return|>, <|call|>
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
+  std::unique_ptr<ResponseStore> store;  // /v1/responses with store: true
+  std::once_flag pieces_once;            // token_pieces() builds `pieces` on first use
+  Result<std::shared_ptr<const TokenPieceIndex>> pieces{Internal("not built")};
 };
+
+// The token index for grammar steering (built once, on first use; thread-safe).
+Result<std::shared_ptr<const TokenPieceIndex>> token_pieces(Ctx& ctx);
+// Watches the connection of a non-streaming request for a client that went away.
+PeerWatch watch_peer(const httplib::Request& req);
+// 504 with code "timeout": the request ran past --request-timeout (`generated` tokens so far).
+ApiError timeout_error(const Ctx& ctx, int64_t generated);
+// Status 499 (client closed request): the body is never read, the handler just returns.
+void client_gone(httplib::Response& res);
 
 // Writes an OpenAI error response (429 adds Retry-After).
 void send_error(httplib::Response& res, const ApiError& e);
@@ -43,6 +61,10 @@ struct ChatJob {
 };
 // Renders the Chat Completions request `body`, applies tool_choice steering and submits it.
 bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiError* err);
+// Waits for every choice of a non-streaming job, handing each delta to on_delta (choice index,
+// delta) when given; false (all cancelled) when the client left.
+bool wait_chat_job(ChatJob& job, PeerWatch& peer,
+                   const std::function<void(size_t, const Delta&)>& on_delta = {});
 // The usage object for a finished job.
 json chat_usage(const ChatJob& job);
 // token string / bytes / logprob entry (OpenAI logprobs.content item).
@@ -51,5 +73,7 @@ json logprob_entry(const Tokenizer& tok, const SampledToken& t, bool with_top);
 void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_get_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_delete_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace gossamer::server

@@ -65,23 +65,30 @@ bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
   return true;
 }
 
-// Responses request -> Chat Completions request.
-bool to_chat(const json& b, json* chat, ApiError* err) {
+// `input` as a list of items (a string is one user message).
+bool input_items(const json& b, json* items, ApiError* err) {
+  auto in = b.find("input");
+  if (in == b.end()) return fail(err, "'input' is required", "input");
+  if (in->is_string()) {
+    *items = json::array({json{{"type", "message"}, {"role", "user"}, {"content", *in}}});
+  } else if (in->is_array()) {
+    *items = *in;
+  } else {
+    return fail(err, "'input' must be a string or an array of items", "input");
+  }
+  return true;
+}
+
+// Responses request (with its conversation `items`, earlier turns included) -> Chat request.
+// items[offset..] are this request's input (error messages index them as input[i]).
+bool to_chat(const json& b, const json& items, size_t offset, json* chat, ApiError* err) {
   json msgs = json::array();
   if (auto it = b.find("instructions"); it != b.end() && !it->is_null()) {
     if (!it->is_string()) return fail(err, "'instructions' must be a string", "instructions");
     msgs.push_back({{"role", "developer"}, {"content", *it}});
   }
-  auto in = b.find("input");
-  if (in == b.end()) return fail(err, "'input' is required", "input");
-  if (in->is_string()) {
-    msgs.push_back({{"role", "user"}, {"content", *in}});
-  } else if (in->is_array()) {
-    for (size_t i = 0; i < in->size(); ++i) {
-      if (!convert_item((*in)[i], i, msgs, err)) return false;
-    }
-  } else {
-    return fail(err, "'input' must be a string or an array of items", "input");
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!convert_item(items[i], i >= offset ? i - offset : i, msgs, err)) return false;
   }
   *chat = json{{"model", b["model"]}, {"messages", msgs}};
   if (auto t = b.find("tools"); t != b.end() && !t->is_null()) {
@@ -168,6 +175,15 @@ class ResponseBuilder {
                   {"total_tokens", u["total_tokens"]}};
     event(sse, incomplete ? "response.incomplete" : "response.completed", {{"response", r}});
     return r;
+  }
+  // The response failed (timeout, backend error): an "error" event, then response.failed.
+  void fail(const ApiError& e, std::string* sse) {
+    close(sse);
+    event(sse, "error",
+          {{"code", e.code.empty() ? e.type : e.code}, {"message", e.message}, {"param", nullptr}});
+    json r = snapshot("failed");
+    r["error"] = {{"code", e.code.empty() ? e.type : e.code}, {"message", e.message}};
+    event(sse, "response.failed", {{"response", r}});
   }
 
  private:
@@ -260,10 +276,26 @@ class ResponseBuilder {
 };
 
 struct RespState {
+  Ctx* ctx = nullptr;
   ChatJob job;
   std::unique_ptr<ResponseBuilder> rb;
+  json items;  // the conversation's input items (previous turns first)
+  bool store = true;
   bool started = false;
 };
+
+// Keeps a finished response for GET /v1/responses/{id} and previous_response_id.
+void remember(RespState& s, const json& response) {
+  if (!s.store) return;
+  s.ctx->store->put(response["id"].get<std::string>(), StoredResponse{response, s.items});
+}
+
+// The error that ended choice `c`, if any.
+std::optional<ApiError> choice_error(const Ctx& ctx, const ChatChoice& c) {
+  if (c.timed_out()) return timeout_error(ctx, c.completion_tokens());
+  if (c.failed()) return ApiError{500, c.error(), "server_error", "", ""};
+  return std::nullopt;
+}
 
 bool pump(RespState& s, httplib::DataSink& sink) {
   std::string out;
@@ -278,15 +310,65 @@ bool pump(RespState& s, httplib::DataSink& sink) {
   const bool done = c.poll(kPoll, &deltas);
   for (const Delta& d : deltas) s.rb->add(d, &out);
   if (done) {
-    if (c.failed()) {
-      out += sse_event("error", json{{"type", "error"}, {"message", c.error()}});
+    if (auto e = choice_error(*s.ctx, c)) {
+      s.rb->fail(*e, &out);
     } else {
-      s.rb->finish(s.job, &out);
+      remember(s, s.rb->finish(s.job, &out));
     }
   }
   if (!out.empty() && !sink.write(out.data(), out.size())) return false;
   if (done) sink.done();
   return true;
+}
+
+// `store` and `previous_response_id`: fills s.store and s.items (earlier turns + this input).
+bool conversation(Ctx& ctx, const json& body, RespState& s, size_t* offset, ApiError* err) {
+  if (auto st = body.find("store"); st != body.end() && !st->is_null()) {
+    if (!st->is_boolean()) return fail(err, "'store' must be a boolean", "store");
+    s.store = st->get<bool>();
+  }
+  json input;
+  if (!input_items(body, &input, err)) return false;
+  s.items = json::array();
+  auto prev = body.find("previous_response_id");
+  if (prev != body.end() && !prev->is_null()) {
+    if (!prev->is_string()) {
+      return fail(err, "'previous_response_id' must be a string", "previous_response_id");
+    }
+    std::optional<StoredResponse> p = ctx.store->get(prev->get<std::string>());
+    if (!p) {
+      *err =
+          ApiError{404,
+                   "Previous response with id '" + prev->get<std::string>() +
+                       "' not found (never stored, stored with store: false, or evicted)",
+                   "invalid_request_error", "previous_response_id", "previous_response_not_found"};
+      return false;
+    }
+    s.items = std::move(p->input);
+    for (const auto& o : p->response["output"]) s.items.push_back(o);
+  }
+  *offset = s.items.size();
+  for (const auto& it : input) s.items.push_back(it);
+  return true;
+}
+
+json base_response(Ctx& ctx, const json& body, const RespState& s) {
+  return json{{"id", make_id(ctx, "resp_")},
+              {"object", "response"},
+              {"created_at", unix_now()},
+              {"model", ctx.opts.model_name},
+              {"error", nullptr},
+              {"incomplete_details", nullptr},
+              {"instructions", body.value("instructions", json(nullptr))},
+              {"max_output_tokens", body.value("max_output_tokens", json(nullptr))},
+              {"parallel_tool_calls", true},
+              {"previous_response_id", body.value("previous_response_id", json(nullptr))},
+              {"store", s.store},
+              {"temperature", s.job.ro.gen.temperature},
+              {"top_p", s.job.ro.gen.top_p},
+              {"tool_choice", body.value("tool_choice", json("auto"))},
+              {"tools", body.value("tools", json::array())},
+              {"text", {{"format", {{"type", "text"}}}}}};
 }
 
 }  // namespace
@@ -295,24 +377,13 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
   json body, chat;
   ApiError err;
   if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
-  if (!to_chat(body, &chat, &err)) return send_error(res, err);
   auto s = std::make_shared<RespState>();
+  s->ctx = &ctx;
+  size_t offset = 0;
+  if (!conversation(ctx, body, *s, &offset, &err)) return send_error(res, err);
+  if (!to_chat(body, s->items, offset, &chat, &err)) return send_error(res, err);
   if (!start_chat_job(ctx, chat, Endpoint::kResponses, &s->job, &err)) return send_error(res, err);
-  json base{{"id", make_id(ctx, "resp_")},
-            {"object", "response"},
-            {"created_at", unix_now()},
-            {"model", ctx.opts.model_name},
-            {"error", nullptr},
-            {"incomplete_details", nullptr},
-            {"instructions", body.value("instructions", json(nullptr))},
-            {"max_output_tokens", body.value("max_output_tokens", json(nullptr))},
-            {"parallel_tool_calls", true},
-            {"temperature", s->job.ro.gen.temperature},
-            {"top_p", s->job.ro.gen.top_p},
-            {"tool_choice", body.value("tool_choice", json("auto"))},
-            {"tools", body.value("tools", json::array())},
-            {"text", {{"format", {{"type", "text"}}}}}};
-  s->rb = std::make_unique<ResponseBuilder>(ctx, base);
+  s->rb = std::make_unique<ResponseBuilder>(ctx, base_response(ctx, body, *s));
   if (s->job.ro.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
@@ -320,16 +391,36 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
         [s](bool) { s->job.choices[0]->cancel(); });
     return;
   }
-  std::vector<Delta> deltas;
-  ChatChoice& c = *s->job.choices[0];
   for (const Delta& d : s->job.prefill_deltas[0]) s->rb->add(d, nullptr);
-  for (bool done = false; !done;) {
-    deltas.clear();
-    done = c.poll(kPoll, &deltas);
-    for (const Delta& d : deltas) s->rb->add(d, nullptr);
+  PeerWatch peer = watch_peer(req);
+  ResponseBuilder& rb = *s->rb;
+  if (!wait_chat_job(s->job, peer, [&rb](size_t, const Delta& d) { rb.add(d, nullptr); })) {
+    return client_gone(res);
   }
-  if (c.failed()) return send_error(res, ApiError{500, c.error(), "server_error", "", ""});
-  res.set_content(dump(s->rb->finish(s->job, nullptr)), "application/json");
+  if (auto e = choice_error(ctx, *s->job.choices[0])) return send_error(res, *e);
+  json r = s->rb->finish(s->job, nullptr);
+  remember(*s, r);
+  res.set_content(dump(r), "application/json");
+}
+
+void handle_get_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::optional<StoredResponse> r = ctx.store->get(id);
+  if (!r) {
+    return send_error(res, ApiError{404, "No response with id '" + id + "' is stored",
+                                    "invalid_request_error", "response_id", "not_found"});
+  }
+  res.set_content(dump(r->response), "application/json");
+}
+
+void handle_delete_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (!ctx.store->erase(id)) {
+    return send_error(res, ApiError{404, "No response with id '" + id + "' is stored",
+                                    "invalid_request_error", "response_id", "not_found"});
+  }
+  res.set_content(dump(json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}),
+                  "application/json");
 }
 
 }  // namespace gossamer::server

@@ -15,12 +15,17 @@ Status ServerOptions::validate() const {
   if (max_body_bytes < 1024) return InvalidArgument("max body size must be >= 1024 bytes");
   if (request_timeout.count() < 1) return InvalidArgument("--request-timeout must be >= 1 s");
   if (model_name.empty()) return InvalidArgument("the served model name is empty");
+  if (responses_store_max < 0 || responses_store_bytes < 0) {
+    return InvalidArgument("the responses store limits must be >= 0");
+  }
   return render.validate();
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.http_status;
   if (e.http_status == 429) res.set_header("Retry-After", "1");
+  // A timed-out request would time out again: tell SDK clients (openai-python) not to retry.
+  if (e.code == "timeout") res.set_header("x-should-retry", "false");
   res.set_content(dump(error_body(e)), "application/json");
 }
 
@@ -29,6 +34,32 @@ std::string make_id(Ctx& ctx, const char* prefix) {
   std::snprintf(buf, sizeof buf, "%016llx",
                 (unsigned long long)(ctx.next_id++ * 0x9e3779b97f4a7c15ULL));
   return std::string(prefix) + buf;
+}
+
+Result<std::shared_ptr<const TokenPieceIndex>> token_pieces(Ctx& ctx) {
+  std::call_once(ctx.pieces_once, [&ctx] { ctx.pieces = TokenPieceIndex::build(*ctx.tok); });
+  return ctx.pieces;
+}
+
+PeerWatch watch_peer(const httplib::Request& req) {
+  return PeerWatch(PeerAddress{req.remote_addr, req.remote_port, req.local_addr, req.local_port});
+}
+
+ApiError timeout_error(const Ctx& ctx, int64_t generated) {
+  return ApiError{504,
+                  "the request ran past the server's request timeout (" +
+                      std::to_string(ctx.opts.request_timeout.count()) +
+                      " s, --request-timeout) "
+                      "after generating " +
+                      std::to_string(generated) + " tokens; the partial output is discarded",
+                  "timeout_error", "", "timeout"};
+}
+
+void client_gone(httplib::Response& res) {
+  res.status = 499;
+  res.set_content(dump(error_body(ApiError{499, "the client closed the connection",
+                                           "invalid_request_error", "", "client_closed"})),
+                  "application/json");
 }
 
 int64_t unix_now() {
@@ -216,6 +247,13 @@ void install_routes(Server::Impl& s) {
   });
   h.Post("/v1/responses",
          [&ctx](const httplib::Request& q, httplib::Response& r) { handle_responses(ctx, q, r); });
+  h.Get(
+      R"(/v1/responses/([A-Za-z0-9_.\-]+))",
+      [&ctx](const httplib::Request& q, httplib::Response& r) { handle_get_response(ctx, q, r); });
+  h.Delete(R"(/v1/responses/([A-Za-z0-9_.\-]+))",
+           [&ctx](const httplib::Request& q, httplib::Response& r) {
+             handle_delete_response(ctx, q, r);
+           });
   h.Post("/tokenize",
          [&ctx](const httplib::Request& q, httplib::Response& r) { handle_tokenize(ctx, q, r); });
   h.Post("/detokenize",
@@ -236,13 +274,23 @@ Server::Server(Engine* engine, std::shared_ptr<const Tokenizer> tok, ServerOptio
   for (const char* s : {"<|return|>", "<|call|>"}) {
     if (auto id = ctx.tok->special_id(s)) ctx.chat_stop_ids.push_back(*id);
   }
-  for (int64_t e : engine->config().eos_token_ids) {
-    ctx.completion_stop_ids.push_back(static_cast<int32_t>(e));
-    if (std::find(ctx.chat_stop_ids.begin(), ctx.chat_stop_ids.end(), e) ==
-        ctx.chat_stop_ids.end()) {
-      ctx.chat_stop_ids.push_back(static_cast<int32_t>(e));
+  std::vector<int32_t> eos;
+  for (int64_t e : engine->config().eos_token_ids) eos.push_back(static_cast<int32_t>(e));
+  eos.insert(eos.end(), ctx.opts.extra_stop_ids.begin(), ctx.opts.extra_stop_ids.end());
+  auto add = [](std::vector<int32_t>& v, int32_t id) {
+    if (std::find(v.begin(), v.end(), id) == v.end()) v.push_back(id);
+  };
+  for (int32_t e : eos) {
+    add(ctx.completion_stop_ids, e);
+    add(ctx.chat_stop_ids, e);
+  }
+  for (int32_t id : ctx.chat_stop_ids) {  // the parser needs the harmony terminators
+    if (id != ctx.tok->special_id("<|return|>") && id != ctx.tok->special_id("<|call|>")) {
+      ctx.chat_silent_stop_ids.push_back(id);
     }
   }
+  ctx.store =
+      std::make_unique<ResponseStore>(ctx.opts.responses_store_max, ctx.opts.responses_store_bytes);
   auto& h = impl_->http;
   h.set_payload_max_length(static_cast<size_t>(ctx.opts.max_body_bytes));
   h.set_read_timeout(std::chrono::seconds(30));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "harmony/render.h"
@@ -23,6 +24,11 @@ struct ServerOptions {
   std::chrono::seconds request_timeout{600};
   int64_t default_max_tokens = 0;  // when a request sets none: 0 = up to the context limit
   int http_threads = 0;            // 0: sized from the engine's queue and batch limits
+  // More stop ids for chat and completions (e.g. generation_config.json's eos_token_id), on top
+  // of the model config's eos ids (and <|return|>, <|call|> for chat).
+  std::vector<int32_t> extra_stop_ids;
+  int64_t responses_store_max = 1024;                 // stored /v1/responses results at most
+  int64_t responses_store_bytes = int64_t{64} << 20;  // and their JSON size at most
   harmony::RenderOptions render;
   Status validate() const;
 };

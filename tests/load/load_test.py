@@ -2,8 +2,10 @@
 """Bounded loopback load test of `gossamer serve`.
 
 Starts a server (demo model by default) on a free 127.0.0.1 port, then runs `--clients`
-concurrent streaming chat clients, `--requests` requests in total, a fraction of which disconnect
-at a random point mid-stream. Checks, then stops the server by itself:
+concurrent chat clients (streaming; a `--blocking` fraction non-streaming), `--requests` requests
+in total, a `--disconnect` fraction of which disconnect at a random point mid-stream (or, when
+non-streaming, close the socket after a short read timeout while the server still generates).
+Checks, then stops the server by itself:
   * every request either completes (SSE stream ending in `data: [DONE]` with a finish_reason),
     is cleanly rejected (429 with an OpenAI error body), or was disconnected by the client;
   * afterwards the server is idle: no running/waiting request and no KV block in use (/metrics);
@@ -54,6 +56,22 @@ def metrics(base):
     return out
 
 
+def blocking_request(base, body, disconnect, args):
+    """A non-streaming request; a disconnecting client gives up (closes) after a short read
+    timeout, which the server notices while the request is still generating."""
+    body = dict(body, stream=False)
+    timeout = (args.timeout, disconnect) if disconnect else args.timeout
+    try:
+        r = requests.post(base + "/v1/chat/completions", json=body, timeout=timeout)
+    except requests.ReadTimeout:
+        return "disconnected" if disconnect else "exception:ReadTimeout"
+    if r.status_code == 429:
+        return "rejected" if r.json()["error"]["type"] == "rate_limit_error" else "bad-429"
+    if r.status_code != 200:
+        return f"http-{r.status_code}"
+    return "completed" if r.json()["choices"][0].get("finish_reason") else "truncated"
+
+
 def one_request(base, model, i, args, rng, results, lock):
     body = {"model": model, "stream": True, "max_tokens": rng.randint(1, args.max_tokens),
             "temperature": rng.choice([0, 0.8]),
@@ -62,40 +80,45 @@ def one_request(base, model, i, args, rng, results, lock):
     disconnect_after = rng.randint(1, 8) if rng.random() < args.disconnect else None
     outcome = "?"
     try:
-        with requests.post(base + "/v1/chat/completions", json=body, stream=True,
-                           timeout=args.timeout) as r:
-            if r.status_code == 429:
-                e = r.json()["error"]
-                outcome = "rejected" if e["type"] == "rate_limit_error" else "bad-429"
-            elif r.status_code != 200:
-                outcome = f"http-{r.status_code}"
-            else:
-                events, finish, done = 0, None, False
-                for line in r.iter_lines():
-                    if not line:
-                        continue
-                    events += 1
-                    if disconnect_after is not None and events >= disconnect_after:
-                        outcome = "disconnected"
-                        break
-                    data = line.decode()[len("data: "):]
-                    if data == "[DONE]":
-                        done = True
-                        break
-                    j = json.loads(data)
-                    if "error" in j:
-                        outcome = "stream-error"
-                        break
-                    for c in j["choices"]:
-                        finish = c.get("finish_reason") or finish
-                else:
-                    pass
-                if outcome == "?":
-                    outcome = "completed" if done and finish else "truncated"
+        if rng.random() < args.blocking:
+            outcome = blocking_request(base, body, disconnect_after and rng.uniform(0.05, 0.5),
+                                       args)
+        else:
+            outcome = streaming_request(base, body, disconnect_after, args)
     except requests.RequestException as ex:
         outcome = f"exception:{type(ex).__name__}"
     with lock:
         results[outcome] = results.get(outcome, 0) + 1
+
+
+def streaming_request(base, body, disconnect_after, args):
+    outcome = "?"
+    with requests.post(base + "/v1/chat/completions", json=body, stream=True,
+                       timeout=args.timeout) as r:
+        if r.status_code == 429:
+            e = r.json()["error"]
+            return "rejected" if e["type"] == "rate_limit_error" else "bad-429"
+        if r.status_code != 200:
+            return f"http-{r.status_code}"
+        events, finish, done = 0, None, False
+        for line in r.iter_lines():
+            if not line:
+                continue
+            events += 1
+            if disconnect_after is not None and events >= disconnect_after:
+                return "disconnected"
+            data = line.decode()[len("data: "):]
+            if data == "[DONE]":
+                done = True
+                break
+            j = json.loads(data)
+            if "error" in j:
+                return "stream-error"
+            for c in j["choices"]:
+                finish = c.get("finish_reason") or finish
+        if outcome == "?":
+            outcome = "completed" if done and finish else "truncated"
+    return outcome
 
 
 def run_wave(base, model, args, n, seed):
@@ -128,6 +151,9 @@ def main(argv=None):
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--disconnect", type=float, default=0.3)
+    ap.add_argument("--blocking", type=float, default=0.25,
+                    help="fraction of non-streaming requests (their disconnects are read "
+                         "timeouts: the client closes the socket while the server generates)")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--time-limit", type=float, default=600, help="whole run, seconds")
     ap.add_argument("--rss-slack-mb", type=float, default=64)

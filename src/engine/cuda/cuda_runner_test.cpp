@@ -36,11 +36,12 @@ double rel_err(const float* a, const float* b, size_t n) {
 }
 
 // Two references. (1) The CPU runner with K/V rounded to bf16 as the GPU stores them
-// (CpuRunnerOptions::kv_bf16): the same arithmetic up to summation order, so rows agree to
-// ~1e-6 (measured on the H200: median 3e-7). Two effects move some rows further, both seen and
-// explained: a K/V value whose fp32 result lies within ~1e-7 of a bf16 rounding boundary rounds
-// the other way (one element off by 2^-8, later rows ~1e-4 off), and a near-tied MoE routing
-// choice (top-4 of 8) flips (that row off by up to ~25%). (2) The fp32 CPU runner (the issue's
+// (CpuRunnerOptions::kv_bf16): the same arithmetic up to summation order and the attention
+// kernel's split-bf16 products (~3e-6, docs/attention.md). Measured on the H200: median row error
+// 3e-7 with the old fp32 attention kernel, 5e-6..1.5e-4 with the tensor-core one. The spread
+// comes from K/V values within that error of a bf16 rounding boundary rounding the other way
+// (one element off by 2^-8, later rows ~1e-4 off), and from near-tied MoE routing choices
+// (top-4 of 8) flipping (that row off by up to ~25%). (2) The fp32 CPU runner (the issue's
 // criterion, relative error <= 1e-2 with bf16 K/V): median ~2e-3 in these tiny random models,
 // routing flips again the exception. A wrong kernel (window, sink, GQA, RoPE, expert) moves
 // nearly every row by > 1e-2, which all the bounds below catch.
@@ -60,10 +61,9 @@ RowStats row_stats(const std::vector<double>& errs, double bound, const char* wh
               s.max, s.within, bound);
   return s;
 }
-// `median_bound`: 1e-4 for the small configs; the real 120b shapes (2880-long reductions, 201088
-// logits) measured 4.8e-5 and 1.5e-4 on two seeds, so they get 1e-3 (a broken kernel: > 1e-2).
+// median <= 1e-3 and 90% of rows within 1e-2 (a broken kernel: nearly all rows > 1e-2).
 void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
-                              double median_bound = 1e-4) {
+                              double median_bound = 1e-3) {
   ASSERT_FALSE(errs.empty());
   const RowStats s = row_stats(errs, 10 * median_bound, what);
   EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
@@ -262,7 +262,7 @@ TEST(CudaRunner, RealShapes120bTwoLayers) {
       e32.push_back(rel_err(&og.logits[r * V], &oc.logits[r * V], V));
     }
   }
-  expect_rows_match_bf16kv(e16, "120b shapes, 2 layers vs cpu (bf16 K/V)", 1e-3);
+  expect_rows_match_bf16kv(e16, "120b shapes, 2 layers vs cpu (bf16 K/V)");
   expect_rows_close_fp32(e32, "120b shapes, 2 layers vs cpu (fp32)");
 }
 

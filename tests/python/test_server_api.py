@@ -1,0 +1,316 @@
+"""More end-to-end tests of `gossamer serve` (demo model, CPU backend) driven by the openai SDK:
+tool_choice "required" with several tools (grammar-constrained name), non-streaming client
+disconnects, batched /v1/completions, stored responses + previous_response_id, the per-request
+timeout, stop ids from generation_config.json and the demo model itself.
+
+The demo model has random weights, so the checks compare endpoints and modes with each other and
+with independent oracles (the tokenizers library, the SDK's parsing), never with fixed text.
+"""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import time
+
+import openai
+import pytest
+import requests
+
+from conftest import gossamer_bin
+from test_server import Server
+
+MODEL = "gossamer-demo"
+MSGS = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def tool(name):
+    return {"type": "function", "function": {
+        "name": name, "description": f"The {name} tool",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+
+
+NAMES = ["get_weather", "get_time", "lookup_user", "get"]
+TOOLS = [tool(n) for n in NAMES]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def server(cache, tokenizer_json):
+    s = Server(cache, tokenizer_json, "--default-max-tokens", "24", "--max-model-len", "2048",
+               "--responses-store-max", "6")
+    yield s
+    assert s.stop() == 0, s.stderr()
+    assert "step failed" not in s.stderr()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0)
+
+
+def metrics(server):
+    text = requests.get(server.base + "/metrics").text
+    vals = {}
+    for ln in text.splitlines():
+        if ln and not ln.startswith("#") and "_bucket" not in ln:
+            name = ln.split("{")[0].split()[0]
+            if 'finished_reason="' in ln:
+                name += ":" + ln.split('finished_reason="')[1].split('"')[0]
+            vals[name] = float(ln.split()[-1])
+    return vals
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. tool_choice "required" with several tools
+# ------------------------------------------------------------------------------------------------
+def test_required_with_several_tools_always_calls_one_of_them(client):
+    seen = set()
+    for seed in range(10):
+        r = client.chat.completions.create(model=MODEL, messages=MSGS, tools=TOOLS,
+                                           tool_choice="required", max_tokens=14, n=3,
+                                           temperature=1.0, seed=seed * 7919)
+        for c in r.choices:
+            calls = c.message.tool_calls
+            assert calls, f"seed {seed}: no tool call: {c.message}"
+            assert calls[0].function.name in NAMES, calls[0].function.name
+            assert calls[0].id.startswith("call_")
+            assert c.finish_reason in ("tool_calls", "length")
+            seen.add(calls[0].function.name)
+    print("names chosen:", sorted(seen))
+    # Streaming: the call's first delta carries one of the names.
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=14,
+        stream=True, seed=5))
+    calls = [tc for ch in chunks for c in ch.choices for tc in (c.delta.tool_calls or [])]
+    assert calls and calls[0].function.name in NAMES
+    # Responses API, same steering.
+    r = client.responses.create(
+        model=MODEL, input="Weather?", max_output_tokens=14, tool_choice="required",
+        tools=[{"type": "function", "name": n, "parameters": TOOLS[0]["function"]["parameters"]}
+               for n in NAMES])
+    fc = [o for o in r.output if o.type == "function_call"]
+    assert fc and fc[0].name in NAMES
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. a client that disconnects from a NON-streaming request cancels it
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path,body", [
+    ("/v1/chat/completions", {"messages": MSGS, "max_tokens": 1500}),
+    ("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 1500}),
+    ("/v1/responses", {"input": "Tell a long story", "max_output_tokens": 1500}),
+])
+def test_nonstreaming_disconnect_cancels(server, path, body):
+    before = metrics(server).get("gossamer_request_success_total:cancelled", 0)
+    payload = json.dumps(dict(body, model=MODEL)).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    deadline = time.time() + 30
+    while time.time() < deadline and metrics(server)["gossamer_num_requests_running"] < 1:
+        time.sleep(0.05)
+    assert metrics(server)["gossamer_num_requests_running"] == 1
+    t0 = time.time()
+    s.close()  # 1500 tokens would take far longer than the deadline below
+    while time.time() < t0 + 10:
+        m = metrics(server)
+        if m["gossamer_num_requests_running"] == 0 and m["gossamer_kv_cache_usage_perc"] == 0:
+            break
+        time.sleep(0.05)
+    assert m["gossamer_num_requests_running"] == 0 and m["gossamer_kv_cache_usage_perc"] == 0
+    assert m["gossamer_request_success_total:cancelled"] == before + 1
+    print(f"{path}: cancelled {time.time() - t0:.2f} s after the client closed")
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. /v1/completions with a batch of prompts
+# ------------------------------------------------------------------------------------------------
+def test_completions_batch(client, server, tokenizer_json):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    prompts = ["The quick brown fox", "Hello there, how", "1, 2, 3,"]
+    kw = dict(model=MODEL, max_tokens=6, temperature=0)
+    singles = [client.completions.create(prompt=p, **kw) for p in prompts]
+    r = client.completions.create(prompt=prompts, n=2, **kw)
+    assert [c.index for c in r.choices] == list(range(6))
+    for i, single in enumerate(singles):
+        for j in range(2):
+            assert r.choices[i * 2 + j].text == single.choices[0].text  # greedy: identical
+    assert r.usage.prompt_tokens == sum(len(tok.encode(p).ids) for p in prompts)
+    assert r.usage.completion_tokens == 2 * sum(s.usage.completion_tokens for s in singles)
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    # Arrays of token ids give the same.
+    r_ids = client.completions.create(prompt=[tok.encode(p).ids for p in prompts], **kw)
+    assert [c.text for c in r_ids.choices] == [s.choices[0].text for s in singles]
+    # Streaming: chunks carry the global index; per-index text matches.
+    texts, finish = {}, {}
+    for ch in client.completions.create(prompt=prompts, stream=True, **kw):
+        for c in ch.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+            finish[c.index] = c.finish_reason or finish.get(c.index)
+    assert texts == {i: s.choices[0].text for i, s in enumerate(singles)}
+    assert all(finish[i] in ("stop", "length") for i in range(3))
+    # Bad batches name the field.
+    bad = requests.post(server.base + "/v1/completions",
+                        json={"model": MODEL, "prompt": ["ok", 5], "max_tokens": 2})
+    assert bad.status_code == 400 and "prompt[1]" in bad.json()["error"]["message"]
+    big = requests.post(server.base + "/v1/completions",
+                        json={"model": MODEL, "prompt": ["a"] * 100, "n": 3, "max_tokens": 1})
+    assert big.status_code == 400
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. /v1/responses: store, previous_response_id, GET / DELETE
+# ------------------------------------------------------------------------------------------------
+def test_responses_store_and_previous_response_id(client):
+    kw = dict(model=MODEL, max_output_tokens=8, temperature=0)
+    r1 = client.responses.create(input="My name is Ada.", **kw)
+    got = client.responses.retrieve(r1.id)
+    assert got.id == r1.id and got.output_text == r1.output_text and got.store is True
+    r2 = client.responses.create(input="What is my name?", previous_response_id=r1.id, **kw)
+    assert r2.previous_response_id == r1.id
+    # Oracle: the same conversation sent explicitly (earlier input + earlier output + new input).
+    explicit = [{"role": "user", "content": "My name is Ada."}]
+    explicit += [o.model_dump(exclude_none=True) for o in r1.output]
+    explicit += [{"role": "user", "content": "What is my name?"}]
+    r2x = client.responses.create(input=explicit, **kw)
+    assert r2.usage.input_tokens == r2x.usage.input_tokens > r1.usage.input_tokens
+    assert r2.output_text == r2x.output_text
+    # Chains go further back: r3 sees r1's and r2's turns.
+    r3 = client.responses.create(input="And again?", previous_response_id=r2.id, **kw)
+    assert r3.usage.input_tokens > r2.usage.input_tokens
+    # store: false is not kept; unknown ids are 404 in OpenAI's error shape.
+    r4 = client.responses.create(input="Forget me", store=False, **kw)
+    assert r4.store is False
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r4.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.responses.create(input="x", previous_response_id=r4.id, **kw)
+    assert e.value.body["code"] == "previous_response_not_found"
+    assert e.value.body["param"] == "previous_response_id"
+    # Streaming responses are stored too.
+    events = list(client.responses.create(input="Stream me", stream=True, **kw))
+    final = events[-1].response
+    assert client.responses.retrieve(final.id).output_text == final.output_text
+    # DELETE
+    client.responses.delete(r1.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(r1.id)
+
+
+def test_responses_store_is_a_bounded_lru(client):
+    kw = dict(model=MODEL, max_output_tokens=2, temperature=0)
+    ids = [client.responses.create(input=f"n{i}", **kw).id for i in range(7)]  # limit is 6
+    client.responses.retrieve(ids[1])  # refresh: ids[2] is now the least recently used
+    newest = client.responses.create(input="one more", **kw).id
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(ids[0])
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(ids[2])
+    for i in [ids[1], *ids[3:], newest]:
+        assert client.responses.retrieve(i).id == i
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. per-request timeout
+# ------------------------------------------------------------------------------------------------
+def sse_lines(server, path, body):
+    r = requests.post(server.base + path, json=dict(body, model=MODEL, stream=True), timeout=60)
+    return [ln for ln in r.text.split("\n") if ln.startswith("data: ")]
+
+
+def test_request_timeout(cache, tokenizer_json):
+    s = Server(cache, tokenizer_json, "--request-timeout", "1", "--max-model-len", "4096")
+    try:
+        c = openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=2)
+        t0 = time.time()
+        with pytest.raises(openai.APIStatusError) as e:
+            c.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3000)
+        assert e.value.status_code == 504 and e.value.body["code"] == "timeout"
+        assert e.value.response.headers["x-should-retry"] == "false"
+        assert time.time() - t0 < 10  # not retried
+        m = metrics(s)
+        assert m["gossamer_request_success_total:timeout"] == 1
+        with pytest.raises(openai.APIStatusError) as e:
+            c.completions.create(model=MODEL, prompt="Hi", max_tokens=3000)
+        assert e.value.status_code == 504
+        with pytest.raises(openai.APIStatusError) as e:
+            c.responses.create(model=MODEL, input="Hi", max_output_tokens=3000)
+        assert e.value.status_code == 504
+        # Streaming: an error event with code "timeout" (no finish_reason), then [DONE].
+        for path, body in [("/v1/chat/completions", {"messages": MSGS, "max_tokens": 3000}),
+                           ("/v1/completions", {"prompt": "Hi", "max_tokens": 3000})]:
+            lines = sse_lines(s, path, body)
+            assert lines[-1] == "data: [DONE]"
+            err = json.loads(lines[-2][6:])
+            assert err["error"]["code"] == "timeout", lines[-3:]
+            finishes = [c.get("finish_reason") for ln in lines[:-2]
+                        for c in json.loads(ln[6:]).get("choices", [])]
+            assert not any(finishes)
+        with pytest.raises(openai.APIError):  # the SDK raises on the error event
+            for _ in c.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3000,
+                                               stream=True):
+                pass
+        events = list(c.responses.create(model=MODEL, input="Hi", max_output_tokens=3000,
+                                         stream=True))
+        assert events[-2].type == "error" and events[-2].code == "timeout"
+        assert events[-1].type == "response.failed"
+        assert events[-1].response.status == "failed"
+    finally:
+        assert s.stop() == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. the demo model; 7. stop ids from generation_config.json
+# ------------------------------------------------------------------------------------------------
+def test_demo_model_config_and_run(server, cache, tokenizer_json):
+    cfg = json.loads((cache / "demo" / "config.json").read_text())
+    assert cfg["head_dim"] == 64  # what the CUDA kernels need
+    assert "NOISE" in server.stderr() and "CUDA" in server.stderr()
+    env = dict(os.environ, GOSSAMER_CACHE=str(cache))
+    p = subprocess.run([gossamer_bin(), "run", "--tokenizer", str(tokenizer_json), "--prompt",
+                        "Hello", "-n", "5", "--temperature", "0", "--ids", "--ignore-eos"],
+                       capture_output=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    assert "NOISE" in p.stderr.decode()
+    assert len(p.stdout.split()) == 5
+
+
+def test_generation_config_eos_stops(server, cache, tokenizer_json, tmp_path):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    demo = cache / "demo"
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in demo.iterdir():
+        if f.name != "generation_config.json":
+            (model / f.name).symlink_to(f)
+    prompt = tok.encode("The quick brown fox").ids
+    # Greedy continuation from the CPU reference engine (`gossamer run`), independent of serve.
+    p = subprocess.run([gossamer_bin(), "run", "--model", str(model), "--tokens",
+                        ",".join(map(str, prompt)), "-n", "8", "--temperature", "0", "--ids",
+                        "--ignore-eos"], capture_output=True, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    ids = [int(x) for x in p.stdout.split()]
+    k = next(i for i in range(2, 8) if ids[i] not in ids[:i])
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": [200002,
+                                                                               ids[k]]}))
+    s = Server(cache, tokenizer_json, "--model", str(model), "--served-model-name", MODEL)
+    try:
+        c = openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=0)
+        r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=8, temperature=0)
+        assert r.choices[0].finish_reason == "stop"
+        assert r.usage.completion_tokens == k + 1  # the eos token counts, its text is not sent
+        assert r.choices[0].text == tok.decode(ids[:k])
+    finally:
+        assert s.stop() == 0
+    # A malformed generation_config.json is a clear startup error naming the file.
+    (model / "generation_config.json").write_text('{"eos_token_id": "x"}')
+    p = subprocess.run([gossamer_bin(), "serve", "--model", str(model), "--port", "0"],
+                       capture_output=True, timeout=120)
+    assert p.returncode == 1 and b"generation_config.json" in p.stderr
