@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -114,6 +115,10 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
     o.max_seqs = a.max_num_seqs;
     const int64_t limit = context_limit(a, *demo);
     o.max_seq_len = limit > 0 ? limit : model->config.max_position_embeddings;
+    // One forward per scheduler step: the step's token budget is the forward's row count (the
+    // prefill path's GEMMs want many rows; docs/prefill.md).
+    o.max_step_tokens = std::clamp<int64_t>(a.max_num_batched_tokens, 1, 16384);
+    o.progress = true;
     GS_ASSIGN_OR_RETURN(b.runner, CudaModelRunner::create(*model, o));
     return b;
 #else

