@@ -1,5 +1,9 @@
 #include "tokenizer/o200k_splitter.h"
 
+#include <algorithm>
+
+#include "tokenizer/utf8.h"
+
 namespace gossamer::tok {
 
 const char kO200kPattern[] =
@@ -24,6 +28,7 @@ CharClassTable::CharClassTable() : index_(0x1100, 0) {
     index_[b] = static_cast<uint16_t>(k);
   }
   for (const auto& blk : uniq) blocks_.insert(blocks_.end(), blk.begin(), blk.end());
+  for (uint32_t c = 0; c < 128; ++c) ascii_[c] = (*this)(c);
 }
 
 namespace {
@@ -41,10 +46,16 @@ class Scanner {
  public:
   Scanner(std::string_view t, const CharClassTable& tab) : t_(t), tab_(tab) {}
 
-  Ch at(size_t i) const {
+  // Decodes the character at i (valid UTF-8): ASCII inline, the rest out of line.
+  [[gnu::always_inline]] Ch at(size_t i) const {
+    const auto c0 = static_cast<uint8_t>(t_[i]);
+    if (c0 < 0x80) [[likely]]
+      return {c0, 1, tab_.ascii(c0)};
+    return at_multibyte(i);
+  }
+  [[gnu::noinline]] Ch at_multibyte(size_t i) const {
     const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<uint8_t>(t_[k])); };
     const uint32_t c0 = b(i);
-    if (c0 < 0x80) return {c0, 1, tab_(c0)};
     uint32_t cp, len;
     if (c0 < 0xE0) {
       cp = ((c0 & 0x1F) << 6) | (b(i + 1) & 0x3F), len = 2;
@@ -177,20 +188,67 @@ class Scanner {
 }  // namespace
 
 void O200kSplitter::split(std::string_view text, std::vector<std::string_view>* out) const {
+  split_some(text, 0, std::string_view::npos, out);
+}
+
+size_t O200kSplitter::split_some(std::string_view text, size_t pos, size_t min_pieces,
+                                 std::vector<std::string_view>* out) const {
   const Scanner sc(text, table_);
-  size_t i = 0, gap = kNone;
+  size_t i = pos, gap = kNone, n = 0;
   while (i < text.size()) {
+    if (n >= min_pieces && gap == kNone) return i;
     const size_t e = sc.match(i);
     if (e == kNone) {  // unmatched character: part of a gap piece (never happens for o200k)
       if (gap == kNone) gap = i;
       i += sc.at(i).len;
       continue;
     }
-    if (gap != kNone) out->push_back(text.substr(gap, i - gap)), gap = kNone;
+    if (gap != kNone) out->push_back(text.substr(gap, i - gap)), gap = kNone, ++n;
     out->push_back(text.substr(i, e - i));
+    ++n;
     i = e;
   }
   if (gap != kNone) out->push_back(text.substr(gap));
+  return text.size();
+}
+
+}  // namespace gossamer::tok
+
+namespace gossamer::tok {
+
+// Why these cuts are safe (p is the cut, c = the character at p):
+//  1. p is a piece boundary of the whole text. After '\n': only A4's [\r\n/]* and the
+//     whitespace alternatives can contain '\n'; they cannot go on with c when c is neither
+//     whitespace nor '/'. Before ' ' between ASCII letters: a letter at p-1 belongs to an A1/A2
+//     piece (letters, then a contraction), which cannot contain ' '.
+//  2. The pieces before p are the same in text[:p]: the pattern has no lookbehind and its only
+//     lookahead, (?!\S) in A6, differs at p only for a whitespace run ending at p; such a run
+//     would contain the '\n' at p-1, so A5 (tried first) takes it; with a letter at p-1 there
+//     is no such run.
+//  3. The pieces from p on are the same in text[p:] (matching at p never looks left).
+//  Invalid UTF-8 bytes are boundaries in both cases and '\n' / ' ' are complete characters,
+//  so the valid runs on either side are cut at the same place.
+// tokenizer_test checks the rule against PCRE2 on random text.
+size_t O200kSplitter::next_safe_cut(std::string_view text, size_t from) const {
+  const auto is_alpha = [](char ch) { return (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z'; };
+  for (size_t p = std::max<size_t>(from, 1); p + 1 < text.size(); ++p) {
+    const char prev = text[p - 1], c = text[p];
+    if (prev == '\n') {
+      if (c == '/') continue;
+      const auto b = static_cast<uint8_t>(c);
+      if (b < 0x80) {
+        if (!(table_.ascii(b) & kSpace)) return p;
+        continue;
+      }
+      const size_t len = utf8::valid_char_len(text, p);
+      if (len == 0) return p;  // an invalid byte is a boundary anyway
+      const Scanner sc(text, table_);
+      if (!(sc.at(p).cls & kSpace)) return p;
+    } else if (c == ' ' && is_alpha(prev) && is_alpha(text[p + 1])) {
+      return p;
+    }
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace gossamer::tok

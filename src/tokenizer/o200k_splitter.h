@@ -23,6 +23,11 @@ extern const char kO200kPattern[];
 class O200kSplitter final : public Splitter {
  public:
   void split(std::string_view text, std::vector<std::string_view>* out) const override;
+  size_t split_some(std::string_view text, size_t pos, size_t min_pieces,
+                    std::vector<std::string_view>* out) const override;
+  // Safe cuts (derivation in the .cpp): after '\n' when the next character is not whitespace
+  // and not '/', and before ' ' between two ASCII letters.
+  size_t next_safe_cut(std::string_view text, size_t from) const override;
 
  private:
   CharClassTable table_;

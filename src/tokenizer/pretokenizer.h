@@ -23,6 +23,23 @@ class Splitter {
   // Appends the pieces of `text` (valid UTF-8, non-empty) to *out; the pieces, concatenated,
   // are exactly `text`. Thread-safe.
   virtual void split(std::string_view text, std::vector<std::string_view>* out) const = 0;
+  // Incremental form: appends the pieces from byte `pos` (a piece start; 0 at first) on, at
+  // least min_pieces of them unless the text ends first, and returns where the next call
+  // continues (text.size() at the end). Default: all pieces at once.
+  virtual size_t split_some(std::string_view text, size_t pos, size_t min_pieces,
+                            std::vector<std::string_view>* out) const {
+    (void)min_pieces;
+    split(text.substr(pos), out);
+    return text.size();
+  }
+  // Smallest p >= from (0 < p < text.size()) such that cutting the (possibly invalid UTF-8)
+  // text at p provably leaves the pieces unchanged: pieces(text) == pieces(text[:p]) +
+  // pieces(text[p:]), with invalid bytes as boundaries. npos when there is none or the
+  // splitter cannot tell (the default).
+  virtual size_t next_safe_cut(std::string_view text, size_t from) const {
+    (void)text, (void)from;
+    return std::string_view::npos;
+  }
 };
 
 class RegexSplitter final : public Splitter {

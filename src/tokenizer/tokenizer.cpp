@@ -6,8 +6,7 @@
 
 namespace gossamer::tok {
 
-// Texts at least this long memoise piece -> ids during one encode() call.
-constexpr size_t kCacheMinBytes = 4096;
+constexpr size_t kPieceBatch = 256;  // pieces per split_some call in encode_valid
 
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   std::stable_sort(tokens_.begin(), tokens_.end(), [](const AddedToken& a, const AddedToken& b) {
@@ -61,16 +60,24 @@ void BpeTokenizer::pretokenize(std::string_view text, std::vector<std::string_vi
 void BpeTokenizer::encode_valid(std::string_view text, std::vector<int32_t>* out,
                                 Scratch* scratch) const {
   std::vector<std::string_view>& pieces = scratch->pieces;
-  pieces.clear();
-  if (splitters_.size() == 1) {
-    splitters_[0]->split(text, &pieces);
-  } else {
-    pretokenize(text, &pieces);
-  }
-  if (scratch->cache) {
-    for (std::string_view piece : pieces) model_.encode_piece(piece, out, scratch->cache.get());
-  } else {
-    for (std::string_view piece : pieces) model_.encode_piece(piece, out);
+  const char* limit = text.data() + text.size();
+  // Pieces are made and encoded in batches that stay in L1 (one splitter), or all at once.
+  size_t pos = 0;
+  while (pos < text.size()) {
+    pieces.clear();
+    if (splitters_.size() == 1) {
+      pos = splitters_[0]->split_some(text, pos, kPieceBatch, &pieces);
+    } else {
+      pretokenize(text, &pieces);
+      pos = text.size();
+    }
+    if (scratch->cache) {
+      for (std::string_view piece : pieces) {
+        model_.encode_piece(piece, limit, out, scratch->cache.get());
+      }
+    } else {
+      for (std::string_view piece : pieces) model_.encode_piece(piece, out);
+    }
   }
 }
 
@@ -102,7 +109,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool allow_spec
   out.reserve(text.size() / 3 + 4);
   const AddedTokenMatcher& matcher = allow_special ? all_added_ : plain_added_;
   Scratch scratch;
-  if (text.size() >= kCacheMinBytes) scratch.cache = std::make_unique<PieceCache>();
+  if (text.size() >= kCacheMinBytes) scratch.cache = std::make_unique<PieceCache>(text.size());
   size_t pos = 0;
   while (pos < text.size()) {
     const AddedTokenMatcher::Match m = matcher.find(text, pos);

@@ -12,6 +12,8 @@
 
 namespace gossamer {
 
+class ThreadPool;
+
 class Tokenizer {
  public:
   static Result<std::shared_ptr<const Tokenizer>> load(const std::string& tokenizer_json_path);
@@ -23,6 +25,13 @@ class Tokenizer {
   // allow_special: text like "<|start|>" becomes its special token id; otherwise it is
   // encoded as ordinary text.
   virtual std::vector<int32_t> encode(std::string_view text, bool allow_special = false) const = 0;
+  // Same ids as encode(). A long text may be cut where the cut provably cannot change the
+  // result and the parts encoded on the pool's threads (pool may be null). Default: encode().
+  virtual std::vector<int32_t> encode_parallel(std::string_view text, bool allow_special,
+                                               ThreadPool* pool) const {
+    (void)pool;
+    return encode(text, allow_special);
+  }
   // Concatenated bytes of the tokens (special tokens as their text). Ids out of range are an error.
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
   // Raw bytes of one token (may be a partial UTF-8 sequence).

@@ -14,6 +14,9 @@
 
 namespace gossamer::tok {
 
+// Texts at least this long memoise piece -> ids during one encode() call.
+constexpr size_t kCacheMinBytes = 4096;
+
 struct AddedToken {
   std::string text;
   int32_t id = -1;
@@ -44,6 +47,8 @@ class BpeTokenizer final : public Tokenizer {
                std::vector<AddedToken> added);
 
   std::vector<int32_t> encode(std::string_view text, bool allow_special) const override;
+  std::vector<int32_t> encode_parallel(std::string_view text, bool allow_special,
+                                       ThreadPool* pool) const override;
   Result<std::string> decode(const std::vector<int32_t>& ids) const override;
   Result<std::string> token_bytes(int32_t id) const override;
   std::optional<int32_t> special_id(std::string_view text) const override;
@@ -55,6 +60,14 @@ class BpeTokenizer final : public Tokenizer {
   // Pre-tokenizer pieces of valid UTF-8 text (for tests).
   void pretokenize(std::string_view text, std::vector<std::string_view>* out) const;
   const BpeModel& model() const { return model_; }
+
+  // A part of a text for encode_parallel: ordinary text, then an added token (id -1: none).
+  struct Part {
+    std::string_view text;
+    int32_t added_id = -1;
+  };
+  // Cuts text into parts at added tokens and at safe cuts about `target` bytes apart.
+  std::vector<Part> cut_parts(std::string_view text, bool allow_special, size_t target) const;
 
  private:
   struct Scratch {

@@ -31,10 +31,13 @@ class CharClassTable {
     if (cp > 0x10FFFF) return 0;
     return blocks_[(static_cast<size_t>(index_[cp >> 8]) << 8) | (cp & 0xFF)];
   }
+  // Same for an ASCII code point (c < 128), one load.
+  uint8_t ascii(uint8_t c) const { return ascii_[c]; }
 
  private:
   std::vector<uint16_t> index_;  // [0x1100] block number per 256 code points
   std::vector<uint8_t> blocks_;  // [n_blocks * 256] class bits
+  uint8_t ascii_[128] = {};      // class bits of U+0000..U+007F
 };
 
 }  // namespace gossamer::tok

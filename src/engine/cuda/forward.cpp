@@ -2,6 +2,8 @@
 // runner's stream (also used inside CUDA graph capture: no host sync, no allocation here).
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
+
 #include "engine/cuda/runner_impl.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
@@ -69,6 +71,10 @@ Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   ap.num_blocks = nblocks;
   ap.sinks = L.sinks;
   ap.window = L.sliding ? static_cast<int>(m.cfg.sliding_window) : 0;
+  // A sliding layer attends to at most `window` keys: one split per 64 of them is plenty (the
+  // full-context split count would leave most CTAs with nothing to do and a long combine).
+  ap.splits = L.sliding ? std::min(m.splits_for(rows), std::max(1, (ap.window + 63) / 64))
+                        : m.splits_for(rows);
   GS_RETURN_IF_ERROR(launch_attention(ap, s));
   return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr, d.pdl}, s);
 }
