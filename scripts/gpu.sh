@@ -116,17 +116,22 @@ if has bench && [[ -x $CARRY/gossamer ]]; then
   done
 fi
 
-# serve: `gossamer serve --backend cuda` on synthetic checkpoints (tiny, then the real 20b
-# shapes), driven by the loopback benchmark client (concurrency 1, 8, 64).
+# serve: `gossamer serve --backend cuda` on the built-in demo model, then a synthetic checkpoint
+# of the real 20b shapes, driven by the loopback benchmark client (concurrency 1, 8, 64).
 if has serve && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
   : > "$OUT/serve.md"
   gunzip -c $CARRY/tokenizer.json.gz > /tmp/tokenizer.json
-  for m in ${SERVE_MODELS:-tiny 20b}; do
-    $CARRY/gossamer synth --preset $m --out /tmp/synth-$m --tokenizer /tmp/tokenizer.json --quiet \
-      >> "$OUT/serve.log" 2>&1 || { add "serve $m: synth FAILED"; continue; }
-    echo "### serve --backend cuda, synthetic $m" >> "$OUT/serve.md"
+  for m in ${SERVE_MODELS:-demo 20b}; do
+    if [[ $m == demo ]]; then  # the built-in demo model (no --model), synthesised on first use
+      margs="--tokenizer /tmp/tokenizer.json --backend cuda"
+    else
+      $CARRY/gossamer synth --preset $m --out /tmp/synth-$m --tokenizer /tmp/tokenizer.json \
+        --quiet >> "$OUT/serve.log" 2>&1 || { add "serve $m: synth FAILED"; continue; }
+      margs="--model /tmp/synth-$m --backend cuda"
+    fi
+    echo "### serve --backend cuda, $m" >> "$OUT/serve.md"
     if python3 bench/serve_bench.py --bin $CARRY/gossamer --tokenizer /tmp/tokenizer.json \
-        --serve-args "--model /tmp/synth-$m --backend cuda" --requests-per-level 64 \
+        --serve-args "$margs" --requests-per-level 64 \
         --max-tokens 64 >> "$OUT/serve.md" 2>> "$OUT/serve.log"; then add "serve $m: ok"
     else add "serve $m: FAILED (serve.log)"; fi
     rm -rf /tmp/synth-$m

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/cpu_runner.h"
+#include "engine/cuda/cuda_test_util.h"
 #include "model/synth.h"
 
 namespace gossamer {
@@ -18,22 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t fresh_seed(const char* what) {
-  uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  if (const char* e = std::getenv("GOSSAMER_SEED")) s = std::strtoull(e, nullptr, 10);
-  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
-
-double rel_err(const float* a, const float* b, size_t n) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using cudatest::fresh_seed;
+using cudatest::rel_err;
 
 // Two references. (1) The CPU runner with K/V rounded to bf16 as the GPU stores them
 // (CpuRunnerOptions::kv_bf16): the same arithmetic up to summation order and the attention

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
@@ -18,33 +19,9 @@
 namespace gossamer {
 
 namespace {
-// NVTX range guard (host-side annotation; visible in eager runs and around graph launches).
-struct Range {
-  explicit Range(const char* name) { nvtxRangePushA(name); }
-  ~Range() { nvtxRangePop(); }
-  Range(const Range&) = delete;
-  Range& operator=(const Range&) = delete;
-};
-}  // namespace
 
-namespace {
-
-struct Dims {
-  int H, nh, kvh, E, K, I, V, QD;
-  float eps;
-  bool pdl;  // programmatic dependent launch for the kernels that support it (common/pdl.h)
-  Dims(const ModelConfig& c, bool pdl_on)
-      : H(static_cast<int>(c.hidden_size)),
-        nh(static_cast<int>(c.num_attention_heads)),
-        kvh(static_cast<int>(c.num_key_value_heads)),
-        E(static_cast<int>(c.num_local_experts)),
-        K(static_cast<int>(c.experts_per_token)),
-        I(static_cast<int>(c.intermediate_size)),
-        V(static_cast<int>(c.vocab_size)),
-        QD(nh * 64),
-        eps(static_cast<float>(c.rms_norm_eps)),
-        pdl(pdl_on) {}
-};
+using cudarun::Dims;
+using cudarun::Range;
 
 // Attention half of a layer: fused norm + QKV/RoPE/KV write, split attention, O-proj + residual.
 Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
@@ -98,35 +75,7 @@ Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
         {L.router_w, L.router_b, ws.xn, ws.router, d.E, d.H, rows, d.E, false, nullptr, d.pdl}, s));
     GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K, d.pdl}, s));
   }
-  MoeGateUpParams gp;
-  gp.blocks = L.gu_blocks;
-  gp.scales = L.gu_scales;
-  gp.bias = L.gu_b;
-  gp.x = ws.xn;
-  gp.ids = ws.ids;
-  gp.act = ws.act;
-  gp.batch = rows;
-  gp.k = d.K;
-  gp.hidden = d.H;
-  gp.inter = d.I;
-  gp.n_experts = d.E;
-  gp.alpha = 1.702f;
-  gp.limit = static_cast<float>(m.cfg.swiglu_limit);
-  GS_RETURN_IF_ERROR(launch_moe_gate_up(gp, s));
-  MoeDownParams dp;
-  dp.blocks = L.dn_blocks;
-  dp.scales = L.dn_scales;
-  dp.bias = L.dn_b;
-  dp.act = ws.act;
-  dp.ids = ws.ids;
-  dp.weights = ws.rw;
-  dp.resid = ws.x;
-  dp.batch = rows;
-  dp.k = d.K;
-  dp.hidden = d.H;
-  dp.inter = d.I;
-  dp.n_experts = d.E;
-  return launch_moe_down(dp, s);
+  return cudarun::enqueue_moe_experts(m, L, 0, rows, d);
 }
 
 }  // namespace
@@ -152,21 +101,7 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   for (int i = 0; i < 32; ++i) qp.inv_freq[i] = rope.inv_freq[i];
   qp.rope_scale = static_cast<float>(rope.attention_scaling);
   qp.pdl = d.pdl;
-  AttnParams ap;
-  ap.q = ws.q;
-  ap.row_seq = in.row_seq;
-  ap.pos = in.pos;
-  ap.part_o = ws.part_o;
-  ap.part_ml = ws.part_ml;
-  ap.out = ws.attn;
-  ap.batch = rows;
-  ap.n_heads = d.nh;
-  ap.n_kv_heads = d.kvh;
-  ap.block_size = qp.block_size;
-  ap.max_blocks = max_blocks;
-  ap.splits = splits_for(rows);
-  ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
-  ap.pdl = d.pdl;
+  AttnParams ap = cudarun::decode_attn_params(*this, rows, d);
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
     GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap));
@@ -182,5 +117,63 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
                           feedback ? in.pos : nullptr, logit_rows};
   return launch_greedy_finalize(fp, s);
 }
+
+namespace cudarun {
+
+kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, const Dims& d) {
+  kern::AttnParams ap;
+  ap.q = m.ws.q;
+  ap.row_seq = m.in.row_seq;
+  ap.pos = m.in.pos;
+  ap.part_o = m.ws.part_o;
+  ap.part_ml = m.ws.part_ml;
+  ap.out = m.ws.attn;
+  ap.batch = rows;
+  ap.n_heads = d.nh;
+  ap.n_kv_heads = d.kvh;
+  ap.block_size = static_cast<int>(m.kv.block_size);
+  ap.max_blocks = m.max_blocks;
+  ap.splits = m.splits_for(rows);
+  ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
+  ap.pdl = d.pdl;
+  return ap;
+}
+
+Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, int r0, int n,
+                           const Dims& d) {
+  const auto& ws = m.ws;
+  const size_t rk = static_cast<size_t>(r0) * d.K;
+  kern::MoeGateUpParams gp;
+  gp.blocks = L.gu_blocks;
+  gp.scales = L.gu_scales;
+  gp.bias = L.gu_b;
+  gp.x = ws.xn + static_cast<size_t>(r0) * d.H;
+  gp.ids = ws.ids + rk;
+  gp.act = ws.act + rk * d.I;
+  gp.batch = n;
+  gp.k = d.K;
+  gp.hidden = d.H;
+  gp.inter = d.I;
+  gp.n_experts = d.E;
+  gp.alpha = 1.702f;
+  gp.limit = static_cast<float>(m.cfg.swiglu_limit);
+  GS_RETURN_IF_ERROR(kern::launch_moe_gate_up(gp, m.stream));
+  kern::MoeDownParams dp;
+  dp.blocks = L.dn_blocks;
+  dp.scales = L.dn_scales;
+  dp.bias = L.dn_b;
+  dp.act = gp.act;
+  dp.ids = gp.ids;
+  dp.weights = ws.rw + rk;
+  dp.resid = ws.x + static_cast<size_t>(r0) * d.H;
+  dp.batch = n;
+  dp.k = d.K;
+  dp.hidden = d.H;
+  dp.inter = d.I;
+  dp.n_experts = d.E;
+  return kern::launch_moe_down(dp, m.stream);
+}
+
+}  // namespace cudarun
 
 }  // namespace gossamer

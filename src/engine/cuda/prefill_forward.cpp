@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
@@ -34,30 +35,10 @@ namespace gossamer {
 
 namespace {
 
-struct Range {
-  explicit Range(const char* name) { nvtxRangePushA(name); }
-  ~Range() { nvtxRangePop(); }
-  Range(const Range&) = delete;
-  Range& operator=(const Range&) = delete;
-};
+using cudarun::Dims;
+using cudarun::Range;
 
 constexpr int kMoePiece = 2048;  // decode-MoE fallback: rows per launch (grid.y = rows x k)
-
-struct Dims {
-  int H, nh, kvh, E, K, I, V, QD, QKV;
-  float eps;
-  explicit Dims(const ModelConfig& c)
-      : H(static_cast<int>(c.hidden_size)),
-        nh(static_cast<int>(c.num_attention_heads)),
-        kvh(static_cast<int>(c.num_key_value_heads)),
-        E(static_cast<int>(c.num_local_experts)),
-        K(static_cast<int>(c.experts_per_token)),
-        I(static_cast<int>(c.intermediate_size)),
-        V(static_cast<int>(c.vocab_size)),
-        QD(nh * 64),
-        QKV((nh + 2 * kvh) * 64),
-        eps(static_cast<float>(c.rms_norm_eps)) {}
-};
 
 // f32 activations [rows, k] -> ws.xb (bf16), and ws.xb_lo (residual) in split mode.
 Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k) {
@@ -153,39 +134,8 @@ Status prefill_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
 // The decode MoE kernels over all rows, in pieces (fallback when moe_prefill is not used).
 Status moe_decode_kernels(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
                           const Dims& d) {
-  const auto& ws = m.ws;
   for (int r0 = 0; r0 < rows; r0 += kMoePiece) {
-    const int n = std::min(kMoePiece, rows - r0);
-    const size_t rk = static_cast<size_t>(r0) * d.K;
-    kern::MoeGateUpParams gp;
-    gp.blocks = L.gu_blocks;
-    gp.scales = L.gu_scales;
-    gp.bias = L.gu_b;
-    gp.x = ws.xn + static_cast<size_t>(r0) * d.H;
-    gp.ids = ws.ids + rk;
-    gp.act = ws.act + rk * d.I;
-    gp.batch = n;
-    gp.k = d.K;
-    gp.hidden = d.H;
-    gp.inter = d.I;
-    gp.n_experts = d.E;
-    gp.alpha = 1.702f;
-    gp.limit = static_cast<float>(m.cfg.swiglu_limit);
-    GS_RETURN_IF_ERROR(kern::launch_moe_gate_up(gp, m.stream));
-    kern::MoeDownParams dp;
-    dp.blocks = L.dn_blocks;
-    dp.scales = L.dn_scales;
-    dp.bias = L.dn_b;
-    dp.act = gp.act;
-    dp.ids = gp.ids;
-    dp.weights = ws.rw + rk;
-    dp.resid = ws.x + static_cast<size_t>(r0) * d.H;
-    dp.batch = n;
-    dp.k = d.K;
-    dp.hidden = d.H;
-    dp.inter = d.I;
-    dp.n_experts = d.E;
-    GS_RETURN_IF_ERROR(kern::launch_moe_down(dp, m.stream));
+    GS_RETURN_IF_ERROR(cudarun::enqueue_moe_experts(m, L, r0, std::min(kMoePiece, rows - r0), d));
   }
   return Status::Ok();
 }
@@ -271,20 +221,7 @@ Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows) {
   rp.max_blocks = max_blocks;
   for (int i = 0; i < 32; ++i) rp.inv_freq[i] = rope.inv_freq[i];
   rp.rope_scale = static_cast<float>(rope.attention_scaling);
-  AttnParams ap;
-  ap.q = ws.q;
-  ap.row_seq = in.row_seq;
-  ap.pos = in.pos;
-  ap.part_o = ws.part_o;
-  ap.part_ml = ws.part_ml;
-  ap.out = ws.attn;
-  ap.batch = rows;
-  ap.n_heads = d.nh;
-  ap.n_kv_heads = d.kvh;
-  ap.block_size = rp.block_size;
-  ap.max_blocks = max_blocks;
-  ap.splits = splits_for(rows);
-  ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
+  AttnParams ap = cudarun::decode_attn_params(*this, rows, d);
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
     GS_RETURN_IF_ERROR(prefill_attention(*this, L, rows, d, rp, ap));

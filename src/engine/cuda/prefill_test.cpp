@@ -15,6 +15,7 @@
 
 #include "engine/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
+#include "engine/cuda/cuda_test_util.h"
 #include "model/synth.h"
 
 namespace gossamer {
@@ -22,22 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t fresh_seed(const char* what) {
-  uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  if (const char* e = std::getenv("GOSSAMER_SEED")) s = std::strtoull(e, nullptr, 10);
-  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
-
-double rel_err(const float* a, const float* b, int64_t n) {
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using cudatest::fresh_seed;
+using cudatest::rel_err;
 
 struct Stats {
   double median = 0, max = 0;

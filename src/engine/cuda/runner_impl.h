@@ -62,10 +62,10 @@ struct Workspace {
   unsigned long long* keys = nullptr;  // [R_max] argmax keys (kept zero between steps)
   int32_t* sampled = nullptr;          // [R_max]
   // Prefill path (prefill_forward.cpp): bf16 GEMM inputs and the QKV GEMM output.
-  uint16_t* xb = nullptr;  // [R_max, max(H, nh * 64)] bf16
+  uint16_t* xb = nullptr;     // [R_max, max(H, nh * 64)] bf16
   uint16_t* xb_lo = nullptr;  // same: the bf16 residual x - xb (opts.prefill_split_bf16 only)
-  float* qkv = nullptr;    // [R_max, (nh + 2 kvh) * 64] f32 (bias added)
-  void* moe_ws = nullptr;  // kernels/moe_prefill workspace (when built), moe_ws_bytes
+  float* qkv = nullptr;       // [R_max, (nh + 2 kvh) * 64] f32 (bias added)
+  void* moe_ws = nullptr;     // kernels/moe_prefill workspace (when built), moe_ws_bytes
   size_t moe_ws_bytes = 0;
 };
 

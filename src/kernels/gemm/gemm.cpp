@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/gemm/cublaslt_api.h"
 #include "kernels/gemm/params.h"
 
 namespace gossamer::kern {
@@ -17,7 +18,7 @@ namespace {
 
 Status lt_status(cublasStatus_t s, const std::string& what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Internal("cuBLASLt " + what + ": " + cublasLtGetStatusString(s));
+  return Internal("cuBLASLt " + what + ": " + cublaslt().GetStatusString(s));
 }
 
 #define GS_LT_RETURN(expr, what) GS_RETURN_IF_ERROR(lt_status((expr), (what)))
@@ -28,10 +29,10 @@ struct Plan {
   cublasLtMatrixLayout_t lw = nullptr, la = nullptr, ld = nullptr;
   cublasLtMatmulAlgo_t algo{};
   void destroy() {
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    if (lw) cublasLtMatrixLayoutDestroy(lw);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (desc) cublaslt().MatmulDescDestroy(desc);
+    if (lw) cublaslt().MatrixLayoutDestroy(lw);
+    if (la) cublaslt().MatrixLayoutDestroy(la);
+    if (ld) cublaslt().MatrixLayoutDestroy(ld);
   }
 };
 
@@ -56,7 +57,7 @@ struct GemmContext::Impl {
   ~Impl() {
     for (auto& [k, p] : plans) p.destroy();
     if (workspace) cudaFree(workspace);
-    if (handle) cublasLtDestroy(handle);
+    if (handle) cublaslt().Destroy(handle);
   }
   Result<Plan*> plan_for(const GemmParams& p, int lda, int ldw, int ldd);
 };
@@ -72,38 +73,39 @@ Result<Plan*> GemmContext::Impl::plan_for(const GemmParams& p, int lda, int ldw,
     pl.destroy();
     return s;
   };
-  Status st = lt_status(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), shape);
+  Status st =
+      lt_status(cublaslt().MatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), shape);
   const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
   const cublasLtEpilogue_t epi = p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   if (st.ok()) {
     st = lt_status(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)),
+        cublaslt().MatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof(opT)),
         shape + " transa");
   }
   if (st.ok()) {
     st = lt_status(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)),
+        cublaslt().MatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof(opN)),
         shape + " transb");
   }
   if (st.ok()) {
-    st = lt_status(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
-        shape + " epilogue");
+    st = lt_status(cublaslt().MatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                     sizeof(epi)),
+                   shape + " epilogue");
   }
   if (st.ok()) {
-    st = lt_status(cublasLtMatrixLayoutCreate(&pl.lw, CUDA_R_16BF, p.k, p.n, ldw), shape + " W");
+    st = lt_status(cublaslt().MatrixLayoutCreate(&pl.lw, CUDA_R_16BF, p.k, p.n, ldw), shape + " W");
   }
   if (st.ok()) {
-    st = lt_status(cublasLtMatrixLayoutCreate(&pl.la, CUDA_R_16BF, p.k, p.m, lda), shape + " A");
+    st = lt_status(cublaslt().MatrixLayoutCreate(&pl.la, CUDA_R_16BF, p.k, p.m, lda), shape + " A");
   }
   if (st.ok()) {
-    st = lt_status(cublasLtMatrixLayoutCreate(&pl.ld, CUDA_R_32F, p.n, p.m, ldd), shape + " D");
+    st = lt_status(cublaslt().MatrixLayoutCreate(&pl.ld, CUDA_R_32F, p.n, p.m, ldd), shape + " D");
   }
   if (!st.ok()) return fail(st);
   cublasLtMatmulPreference_t pref = nullptr;
-  st = lt_status(cublasLtMatmulPreferenceCreate(&pref), shape + " preference");
+  st = lt_status(cublaslt().MatmulPreferenceCreate(&pref), shape + " preference");
   if (st.ok()) {
-    st = lt_status(cublasLtMatmulPreferenceSetAttribute(
+    st = lt_status(cublaslt().MatmulPreferenceSetAttribute(
                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)),
                    shape + " workspace preference");
   }
@@ -111,18 +113,18 @@ Result<Plan*> GemmContext::Impl::plan_for(const GemmParams& p, int lda, int ldw,
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (st.ok()) {
-      st = lt_status(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)),
+      st = lt_status(cublaslt().MatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)),
                      shape + " alignment preference");
     }
   }
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   if (st.ok()) {
-    st = lt_status(cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.lw, pl.la, pl.ld, pl.ld, pref,
-                                                  1, &res, &found),
+    st = lt_status(cublaslt().MatmulAlgoGetHeuristic(handle, pl.desc, pl.lw, pl.la, pl.ld, pl.ld,
+                                                     pref, 1, &res, &found),
                    shape + " heuristic");
   }
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (pref) cublaslt().MatmulPreferenceDestroy(pref);
   if (!st.ok()) return fail(st);
   if (found == 0) return fail(Unsupported("cuBLASLt has no algorithm for " + shape));
   pl.algo = res.algo;
@@ -133,8 +135,9 @@ GemmContext::GemmContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmContext::~GemmContext() = default;
 
 Result<std::unique_ptr<GemmContext>> GemmContext::create(size_t workspace_bytes) {
+  if (!cublaslt().error.empty()) return Unsupported(cublaslt().error);
   auto impl = std::make_unique<Impl>();
-  GS_LT_RETURN(cublasLtCreate(&impl->handle), "create");
+  GS_LT_RETURN(cublaslt().Create(&impl->handle), "create");
   impl->ws_bytes = workspace_bytes;
   if (workspace_bytes > 0) {
     GS_CUDA_RETURN(cudaMalloc(&impl->workspace, workspace_bytes));
@@ -153,14 +156,14 @@ Status GemmContext::run(const GemmParams& p, cudaStream_t stream) {
   const std::string shape =
       "gemm " + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
   if (p.bias) {
-    GS_LT_RETURN(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &p.bias, sizeof(p.bias)),
+    GS_LT_RETURN(cublaslt().MatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &p.bias, sizeof(p.bias)),
                  shape + " bias pointer");
   }
   const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
   GS_LT_RETURN(
-      cublasLtMatmul(impl_->handle, pl->desc, &alpha, p.w, pl->lw, p.a, pl->la, &beta, p.d, pl->ld,
-                     p.d, pl->ld, &pl->algo, impl_->workspace, impl_->ws_bytes, stream),
+      cublaslt().Matmul(impl_->handle, pl->desc, &alpha, p.w, pl->lw, p.a, pl->la, &beta, p.d,
+                        pl->ld, p.d, pl->ld, &pl->algo, impl_->workspace, impl_->ws_bytes, stream),
       shape);
   return launch_status("cublasLtMatmul");
 }
