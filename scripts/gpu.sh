@@ -123,7 +123,7 @@ if has serve && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
   gunzip -c $CARRY/tokenizer.json.gz > /tmp/tokenizer.json
   for m in ${SERVE_MODELS:-demo 20b}; do
     if [[ $m == demo ]]; then  # the built-in demo model (no --model), synthesised on first use
-      margs="--tokenizer /tmp/tokenizer.json --backend cuda"
+      margs="--backend cuda"  # serve_bench passes --tokenizer itself
     else
       $CARRY/gossamer synth --preset $m --out /tmp/synth-$m --tokenizer /tmp/tokenizer.json \
         --quiet >> "$OUT/serve.log" 2>&1 || { add "serve $m: synth FAILED"; continue; }
