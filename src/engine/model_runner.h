@@ -20,8 +20,8 @@ namespace gossamer {
 inline constexpr int32_t kNoBlock = -1;
 
 struct KvCacheSpec {
-  int64_t block_size = 16;       // token slots per block
-  int64_t num_blocks_full = 0;   // physical blocks in the full-attention pool
+  int64_t block_size = 16;         // token slots per block
+  int64_t num_blocks_full = 0;     // physical blocks in the full-attention pool
   int64_t num_blocks_sliding = 0;  // physical blocks in the sliding-window pool
 };
 
@@ -53,8 +53,8 @@ struct DeviceSampling {
   double frequency_penalty = 0.0;
   int64_t top_logprobs = 0;  // alternatives returned (0..20)
   uint64_t seed = 0;
-  uint64_t counter = 0;      // index of the token being generated (0 = first output token)
-  int64_t vocab_limit = 0;   // ids >= vocab_limit are never sampled (0 = the whole row)
+  uint64_t counter = 0;     // index of the token being generated (0 = first output token)
+  int64_t vocab_limit = 0;  // ids >= vocab_limit are never sampled (0 = the whole row)
   std::span<const int32_t> penalty_tokens;  // distinct ids generated so far
   std::span<const int32_t> penalty_counts;  // how often each was generated (same length)
 };
