@@ -20,6 +20,7 @@
 #include "kernels/common/device.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/common/split_combine.cuh"
 #include "kernels/flash_attn/params.h"
 
 namespace gossamer::kern {
@@ -354,21 +355,11 @@ __global__ void __launch_bounds__(W * 32, MINB)
 
 // Merges the splits of each (token, head) with the sink: grid tokens * nh, 64 threads.
 __global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) {
-  const int bh = blockIdx.x, d = threadIdx.x, hh = bh % p.n_heads;
+  const int bh = blockIdx.x, d = threadIdx.x;
   pdl_wait();  // partials come from the split kernel
   pdl_trigger();
-  const float* ml = p.part_ml + static_cast<size_t>(bh) * p.splits * 2;
-  const float sink = p.sinks[hh] * kLog2e;
-  float m = sink;
-  for (int s = 0; s < p.splits; ++s) m = fmaxf(m, ml[2 * s]);
-  float den = exp2f(sink - m), o = 0.f;
-  const float* po = p.part_o + static_cast<size_t>(bh) * p.splits * kD;
-  for (int s = 0; s < p.splits; ++s) {
-    const float w = exp2f(ml[2 * s] - m);
-    den = fmaf(ml[2 * s + 1], w, den);
-    o = fmaf(po[static_cast<size_t>(s) * kD + d], w, o);
-  }
-  p.out[static_cast<size_t>(bh) * kD + d] = o / den;
+  combine_splits_with_sink<kD>(p.part_ml, p.part_o, p.sinks[bh % p.n_heads], p.splits, bh, d,
+                               p.out);
 }
 
 template <int W, int S, bool PRECISE, int MINB>
