@@ -82,25 +82,8 @@ struct Fixture {
   }
 };
 
-// A random small config with the kernels' constraints (head_dim 64) and real-model structure.
 ModelConfig small_config(std::mt19937_64& rng) {
-  ModelConfig c = preset_config("tiny").value();
-  const int kv_heads = 1 + static_cast<int>(rng() % 2), group = 1 << (rng() % 3);
-  c.vocab_size = 1000 + static_cast<int64_t>(rng() % 500);
-  c.hidden_size = 64 * (1 + static_cast<int64_t>(rng() % 3));
-  c.intermediate_size = 32 * (1 + static_cast<int64_t>(rng() % 4));
-  c.num_hidden_layers = 3;
-  c.num_key_value_heads = kv_heads;
-  c.num_attention_heads = kv_heads * group;
-  c.head_dim = 64;
-  c.num_local_experts = 8;
-  c.experts_per_token = 4;
-  c.sliding_window = 8;
-  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention,
-                   LayerType::kSlidingAttention};
-  c.eos_token_ids = {1};
-  c.pad_token_id = 0;
-  return c;
+  return cudatest::small_config(rng, 3, 1);
 }
 
 void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max_step_tokens) {

@@ -8,6 +8,9 @@
 #include <cstdlib>
 #include <random>
 
+#include "model/config.h"
+#include "model/synth.h"
+
 namespace gossamer::cudatest {
 
 // A fresh seed per run (printed), or $GOSSAMER_SEED to replay one.
@@ -27,6 +30,33 @@ inline double rel_err(const float* a, const float* b, int64_t n) {
     den += static_cast<double>(b[i]) * b[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// A random small gpt-oss config with the kernels' constraints (head_dim 64) and the real
+// structure (sliding / full / sliding layers, 8 experts top-4): 1-2 kv heads, GQA group
+// 2^[0, group_log2_choices), hidden 64..192, intermediate 32..128, sliding window
+// 8 << [0, window_log2_choices) (no draw for a single choice).
+inline ModelConfig small_config(std::mt19937_64& rng, int group_log2_choices,
+                                int window_log2_choices) {
+  ModelConfig c = preset_config("tiny").value();
+  const int kv_heads = 1 + static_cast<int>(rng() % 2);
+  const int group = 1 << (rng() % static_cast<uint64_t>(group_log2_choices));
+  c.vocab_size = 1000 + static_cast<int64_t>(rng() % 500);
+  c.hidden_size = 64 * (1 + static_cast<int64_t>(rng() % 3));
+  c.intermediate_size = 32 * (1 + static_cast<int64_t>(rng() % 4));
+  c.num_hidden_layers = 3;
+  c.num_key_value_heads = kv_heads;
+  c.num_attention_heads = kv_heads * group;
+  c.head_dim = 64;
+  c.num_local_experts = 8;
+  c.experts_per_token = 4;
+  c.sliding_window =
+      window_log2_choices > 1 ? 8 << (rng() % static_cast<uint64_t>(window_log2_choices)) : 8;
+  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention,
+                   LayerType::kSlidingAttention};
+  c.eos_token_ids = {1};
+  c.pad_token_id = 0;
+  return c;
 }
 
 }  // namespace gossamer::cudatest

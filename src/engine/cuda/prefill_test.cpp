@@ -82,23 +82,7 @@ void expect_loose(const std::vector<double>& e, const char* what) {
 }
 
 ModelConfig small_config(std::mt19937_64& rng) {
-  ModelConfig c = preset_config("tiny").value();
-  const int kv_heads = 1 + static_cast<int>(rng() % 2), group = 1 << (rng() % 4);
-  c.vocab_size = 1000 + static_cast<int64_t>(rng() % 500);
-  c.hidden_size = 64 * (1 + static_cast<int64_t>(rng() % 3));
-  c.intermediate_size = 32 * (1 + static_cast<int64_t>(rng() % 4));
-  c.num_hidden_layers = 3;
-  c.num_key_value_heads = kv_heads;
-  c.num_attention_heads = kv_heads * group;
-  c.head_dim = 64;
-  c.num_local_experts = 8;
-  c.experts_per_token = 4;
-  c.sliding_window = 8 << (rng() % 4);
-  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention,
-                   LayerType::kSlidingAttention};
-  c.eos_token_ids = {1};
-  c.pad_token_id = 0;
-  return c;
+  return cudatest::small_config(rng, 4, 4);
 }
 
 // GPU runners over one checkpoint, all with a 512-token KV cache.
