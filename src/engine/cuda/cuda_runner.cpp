@@ -13,9 +13,7 @@
 #include "kernels/qkv_rope/params.h"
 #include "kernels/router/params.h"
 
-#ifndef GOSSAMER_GIT_SHA
-#define GOSSAMER_GIT_SHA "unknown"
-#endif
+#include "git_sha.h"  // generated at build time: GOSSAMER_GIT_SHA
 
 namespace gossamer {
 
