@@ -100,7 +100,11 @@ Result<cudaGraphExec_t> CudaModelRunner::Impl::graph_for(int rows, bool feedback
   const auto key = std::make_pair(rows, feedback);
   if (auto it = graphs.find(key); it != graphs.end()) return it->second;
   GS_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const Status st = enqueue_forward(rows, rows, feedback);
+  // Decode batches as large as a prefill forward take the GEMM path (cuBLASLt projections,
+  // grouped MoE reading each routed expert once): the GEMV kernels re-read the weights per 8
+  // rows and the decode MoE kernels per (row, expert) pair.
+  const Status st = use_prefill(rows) ? enqueue_prefill(rows, rows, feedback)
+                                      : enqueue_forward(rows, rows, feedback);
   cudaGraph_t g = nullptr;
   const cudaError_t e = cudaStreamEndCapture(stream, &g);
   GS_RETURN_IF_ERROR(st.With("capturing the decode graph"));

@@ -101,6 +101,10 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   L_max = static_cast<int>(std::min<int64_t>(R_max, std::max(opts.max_logit_rows, opts.max_seqs)));
   GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(L_max * V, "logits"));
   GS_ASSIGN_OR_RETURN(w.keys, alloc_n<unsigned long long>(R_max, "argmax keys"));
+  if (opts.prefill_min_rows > 0 && H % 8 == 0) {  // lm_head GEMM rows (16-byte aligned rows)
+    GS_ASSIGN_OR_RETURN(w.lm_x,
+                        alloc_n<uint16_t>(2 * static_cast<size_t>(L_max) * H, "lm_head bf16 rows"));
+  }
   GS_ASSIGN_OR_RETURN(w.sampled, alloc_n<int32_t>(R_max, "sampled tokens"));
   GS_CUDA_RETURN(cudaMemset(w.keys, 0, R_max * sizeof(unsigned long long)));
   const size_t tab = static_cast<size_t>(S_max) * max_blocks;

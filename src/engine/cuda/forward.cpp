@@ -108,14 +108,7 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
     GS_RETURN_IF_ERROR(enqueue_moe(*this, L, rows, d));
   }
   if (logit_rows == 0) return Status::Ok();
-  Range r("lm_head + greedy");
-  GS_RETURN_IF_ERROR(
-      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps, d.pdl}, s));
-  GS_RETURN_IF_ERROR(launch_gemv(
-      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys, d.pdl}, s));
-  GreedyFinalizeParams fp{ws.keys, ws.sampled, feedback ? in.tokens : nullptr,
-                          feedback ? in.pos : nullptr, logit_rows};
-  return launch_greedy_finalize(fp, s);
+  return cudarun::enqueue_lm_head(*this, logit_rows, feedback, d);
 }
 
 namespace cudarun {

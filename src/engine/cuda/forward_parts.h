@@ -45,4 +45,13 @@ kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, co
 Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, int r0, int n,
                            const Dims& d);
 
+// lm_head: logits rows above this count use cuBLASLt (split bf16) instead of the GEMV.
+constexpr int kGemvMaxRows = 8;
+bool lm_head_uses_gemm(const CudaModelRunner::Impl& m, int logit_rows);
+
+// Final norm + lm_head (+ argmax keys) + greedy tokens for the forward's `logit_rows` logits
+// rows (lm_head.cpp); feedback: the tokens become the next step's inputs, positions advance.
+Status enqueue_lm_head(const CudaModelRunner::Impl& m, int logit_rows, bool feedback,
+                       const Dims& d);
+
 }  // namespace gossamer::cudarun

@@ -201,7 +201,7 @@ Status CudaModelRunner::Impl::init_prefill() {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows) {
+Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows, bool feedback) {
   using namespace kern;
   if (!gemm) return Internal("cuda runner: prefill path used without init_prefill");
   const Dims d(cfg);
@@ -228,12 +228,7 @@ Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows) {
     GS_RETURN_IF_ERROR(prefill_moe(*this, L, rows, d));
   }
   if (logit_rows == 0) return Status::Ok();
-  Range r("lm_head + greedy");
-  GS_RETURN_IF_ERROR(
-      launch_rmsnorm({ws.x, final_norm, in.logit_rows, ws.xn, logit_rows, d.H, d.eps}, s));
-  GS_RETURN_IF_ERROR(launch_gemv(
-      {lm_head, nullptr, ws.xn, ws.logits, d.V, d.H, logit_rows, d.V, false, ws.keys}, s));
-  return launch_greedy_finalize({ws.keys, ws.sampled, nullptr, nullptr, logit_rows}, s);
+  return cudarun::enqueue_lm_head(*this, logit_rows, feedback, d);
 }
 
 std::string CudaModelRunner::prefill_path() const {

@@ -67,6 +67,7 @@ struct Workspace {
   float* qkv = nullptr;       // [R_max, (nh + 2 kvh) * 64] f32 (bias added)
   void* moe_ws = nullptr;     // kernels/moe_prefill workspace (when built), moe_ws_bytes
   size_t moe_ws_bytes = 0;
+  uint16_t* lm_x = nullptr;  // [2, L_max, H] bf16 hi / lo of the normed logits rows (lm_head.cpp)
 };
 
 // Device-sampling state (sampling.cpp): pinned and device buffers grown on demand.
@@ -122,8 +123,8 @@ struct CudaModelRunner::Impl {
   Status enqueue_forward(int rows, int logit_rows, bool feedback);
   // The tensor-core prefill forward (prefill_forward.cpp): same op sequence, dense projections
   // as cuBLASLt GEMMs, grouped MoE / flash attention when built. Used for forwards with at least
-  // opts.prefill_min_rows rows; never captured in a graph.
-  Status enqueue_prefill(int rows, int logit_rows);
+  // opts.prefill_min_rows rows, also inside the decode graphs of batches that large.
+  Status enqueue_prefill(int rows, int logit_rows, bool feedback = false);
   bool use_prefill(int rows) const {
     return opts.prefill_min_rows > 0 && rows >= opts.prefill_min_rows;
   }
