@@ -6,6 +6,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
@@ -70,6 +71,14 @@ const KvCacheSpec& CudaModelRunner::kv_spec() const {
 
 std::string CudaModelRunner::kernel_path(int rows) const {
   const Impl& m = *impl_;
+  const std::string graph = std::string(", as CUDA graph: ") + (m.opts.use_graphs ? "yes" : "no");
+  if (m.use_prefill(rows)) {  // decode batches this large replay the prefill path (graph_for)
+    return "decode batch of " + std::to_string(rows) + " rows through the prefill path (" +
+           prefill_path() + "), lm_head " +
+           (cudarun::lm_head_uses_gemm(m, rows) ? "split-bf16 cuBLASLt GEMM + argmax_f32"
+                                                : "GEMV + fused argmax") +
+           graph;
+  }
   const bool fused_router = kern::use_norm_router(static_cast<int>(m.cfg.num_local_experts));
   return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) +
          " | attn_decode_split_bf16kv_f32q(splits=" + std::to_string(m.splits_for(rows)) +
