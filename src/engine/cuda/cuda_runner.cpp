@@ -8,13 +8,12 @@
 
 #include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
+#include "git_sha.h"  // generated at build time: GOSSAMER_GIT_SHA
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/gemv/params.h"
 #include "kernels/qkv_rope/params.h"
 #include "kernels/router/params.h"
-
-#include "git_sha.h"  // generated at build time: GOSSAMER_GIT_SHA
 
 namespace gossamer {
 
