@@ -15,6 +15,7 @@ inline constexpr MoeCase kMoeCases[] = {
     {"b5 k4 2880x2880 E8", 5, 4, 2880, 2880, 8, true},
     {"odd b3 k3 96x160 E5", 3, 3, 96, 160, 5, true},
     {"b64 k4 256x128 E16", 64, 4, 256, 128, 16, true},
+    {"odd b7 k2 1088x320 E6", 7, 2, 1088, 320, 6, true},
     {"120b layer b1 k4 E128", 1, 4, 2880, 2880, 128, false},
     {"120b layer b4 k4 E128", 4, 4, 2880, 2880, 128, false},
     {"120b layer b8 k4 E128", 8, 4, 2880, 2880, 128, false},

@@ -218,7 +218,9 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (p.pipe != 0) {
-    Status st = p.pipe >= 4 ? launch_moe_gate_up_tc(p, s) : launch_moe_gate_up_pipe(p, s);
+    Status st = p.pipe >= 6   ? launch_moe_gate_up_bulk(p, s)
+                : p.pipe >= 4 ? launch_moe_gate_up_tc(p, s)
+                              : launch_moe_gate_up_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
   return p.decode == 1 ? launch_gate_up<1>(p, s) : launch_gate_up<0>(p, s);
@@ -226,6 +228,13 @@ Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
 
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (p.pipe >= 6) {  // streaming kernels; where they do not apply, the old default (pipe 2)
+    Status st = launch_moe_down_bulk(p, s);
+    if (st.code() != StatusCode::kUnsupported) return st;
+    MoeDownParams old = p;
+    old.pipe = 2;
+    return launch_moe_down(old, s);
+  }
   if (p.pipe != 0) {
     Status st = p.pipe >= 4 ? launch_moe_down_tc(p, s) : launch_moe_down_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;

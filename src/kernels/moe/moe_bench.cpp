@@ -6,20 +6,57 @@
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
+#include "kernels/moe/pipe.h"
 
 namespace {
 
-// Kernel variants: {decode, pipe} (params.h).
+// Kernel variants: {decode, pipe, pdl} (params.h).
 struct Variant {
   int decode, pipe;
+  bool pdl;
 };
-constexpr Variant kVariants[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2},
-                                 {1, 2}, {0, 3}, {1, 3}, {1, 4}, {1, 5}};
+constexpr Variant kVariants[] = {{0, 0, false}, {1, 0, false}, {0, 1, false}, {1, 1, false},
+                                 {0, 2, false}, {1, 2, false}, {0, 3, false}, {1, 3, false},
+                                 {1, 4, false}, {1, 5, false}, {1, 6, false}, {1, 6, true},
+                                 {1, 7, false}, {1, 7, true}};
+// Whole MoE expert step (gate_up then down, alternating, as in the decode step): {gate_up pipe,
+// down pipe, pdl}; the first is the old default pair.
+struct PairVariant {
+  int gu_pipe, dn_pipe;
+  bool pdl;
+};
+constexpr PairVariant kPairs[] = {
+    {0, 2, false}, {6, 6, false}, {6, 6, true}, {7, 7, true}, {6, 7, true}};
 // Launches cycle through kSets routing sets of distinct experts, so that consecutive launches
 // read different weights (the 20b / 120b working sets, 8 x 4 experts x 8.8 MB, exceed the L2).
 constexpr int kSets = 8;
 
 }  // namespace
+
+// Streams 8 rotating sets of one 270 KB region per SM through bulk_probe.cu's ring (copy size
+// x source offset), the bulk-copy ceiling of the pipe 6 / 7 kernels.
+static void bulk_probe(double ceil) {
+  using namespace gossamer::kern;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const size_t per_block = 11520 * 24, set = per_block * sms;
+  testing::DevBuf<uint8_t> buf(kSets * set + 256);
+  cudaMemset(buf.get(), 0x11, buf.bytes());
+  for (int chunk : {512, 2048, 11520}) {
+    for (int offset : {0, 32}) {
+      int it = 0;
+      const double ms = testing::time_ms(
+          [&] {
+            (void)launch_moe_bulk_probe(buf.get() + (it++ % kSets) * set + offset, per_block, sms,
+                                        chunk, 184320, 0);
+          },
+          32);
+      testing::print_bench_line(
+          "bulk probe chunk " + std::to_string(chunk) + " B offset " + std::to_string(offset),
+          static_cast<double>(set), ms, ceil);
+    }
+  }
+}
 
 // Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = pipe.
 int main(int argc, char** argv) {
@@ -27,6 +64,7 @@ int main(int argc, char** argv) {
   const double ceil = testing::copy_ceiling_gbs();
   std::printf("moe_gate_up_swiglu_mxfp4w_f32a / moe_down_mxfp4w_f32a (copy ceiling %.0f GB/s)\n",
               ceil);
+  if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) bulk_probe(ceil);
   for (const auto& c : kMoeCases) {
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
     const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
@@ -58,8 +96,9 @@ int main(int argc, char** argv) {
       if (argc > 2 && v.pipe != std::atoi(argv[2])) continue;
       gp.decode = dp.decode = v.decode;
       gp.pipe = dp.pipe = v.pipe;
+      gp.pdl = dp.pdl = v.pdl;
       const std::string tag = std::string(v.decode == 0 ? " [prmt-lut" : " [half2-cvt") + " pipe " +
-                              std::to_string(v.pipe) + "]";
+                              std::to_string(v.pipe) + (v.pdl ? " pdl]" : "]");
       int it = 0;
       double ms = testing::time_ms(
           [&] {
@@ -75,6 +114,25 @@ int main(int argc, char** argv) {
           },
           64);
       testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
+    }
+    for (const PairVariant& v : kPairs) {
+      if (argc > 2 && v.gu_pipe != std::atoi(argv[2])) continue;
+      gp.decode = dp.decode = 1;
+      gp.pipe = v.gu_pipe;
+      dp.pipe = v.dn_pipe;
+      gp.pdl = dp.pdl = v.pdl;
+      int it = 0;
+      const double ms = testing::time_ms(
+          [&] {
+            gp.ids = dp.ids = ids.get() + (it++ % kSets) * pairs;
+            (void)launch_moe_gate_up(gp, 0);
+            (void)launch_moe_down(dp, 0);
+          },
+          64);
+      const std::string tag = " [gate_up pipe " + std::to_string(v.gu_pipe) + " + down pipe " +
+                              std::to_string(v.dn_pipe) + (v.pdl ? " pdl]" : "]");
+      testing::print_bench_line("moe step " + std::string(c.name) + tag, gu_bytes + dn_bytes, ms,
+                                ceil);
     }
   }
   return 0;

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <numeric>
+#include <vector>
 
 #include "common/numerics.h"
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
+#include "kernels/moe/pipe.h"
 #include "kernels/moe/tc_decode.h"
 
 namespace gossamer::kern {
@@ -16,12 +19,16 @@ namespace {
 
 using testing::DevBuf;
 
-// Kernel variants under test: {decode, pipe} (params.h).
+// Kernel variants under test: {decode, pipe, pdl} (params.h).
 struct Variant {
   int decode, pipe;
+  bool pdl;
 };
-constexpr Variant kVariants[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2},
-                                 {1, 2}, {0, 3}, {1, 3}, {1, 4}, {1, 5}};
+constexpr Variant kVariants[] = {{0, 0, false}, {1, 0, false}, {0, 1, false}, {1, 1, false},
+                                 {0, 2, false}, {1, 2, false}, {0, 3, false}, {1, 3, false},
+                                 {1, 4, false}, {1, 5, false}, {1, 6, false}, {1, 6, true},
+                                 {1, 7, false}, {1, 7, true}};
+constexpr Variant kBulkVariants[] = {{1, 6, false}, {1, 6, true}, {1, 7, false}, {1, 7, true}};
 
 // Distinct random experts per row and softmax-like positive weights.
 void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<int32_t>* ids,
@@ -63,7 +70,9 @@ struct Errors {
 
 // Runs every variant on one fresh random problem against the fp64 references; returns the worst
 // relative errors. The down kernels all get the reference act (rounded to f32) as input.
-Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ext_lo, int ext_hi) {
+template <size_t N = std::size(kVariants)>
+Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ext_lo, int ext_hi,
+                  const Variant (&variants)[N] = kVariants) {
   const int H = c.hidden, I = c.inter, E = c.n_experts;
   std::vector<int32_t> ids;
   std::vector<float> rw;
@@ -100,9 +109,15 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
   dact_in.upload(act_in);
   const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act_in, ids, rw, resid, dp);
   Errors worst;
-  for (const Variant& v : kVariants) {
+  // Pipe 6 must really run (not fall back) on the gpt-oss shapes.
+  if (H % 64 == 0 && I % 64 == 0 && c.k <= 12) {
+    EXPECT_TRUE(moe_gate_up_bulk_supported(gp)) << c.name;
+    EXPECT_TRUE(moe_down_bulk_supported(dp)) << c.name;
+  }
+  for (const Variant& v : variants) {
     gp.decode = dp.decode = v.decode;
     gp.pipe = dp.pipe = v.pipe;
+    gp.pdl = dp.pdl = v.pdl;
     dact.poison();
     EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
@@ -111,8 +126,8 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
     EXPECT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const double e2 = testing::rel_err(dres.download(), out_ref);
-    std::printf("moe decode %d pipe %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
-                v.decode, v.pipe, c.name, e1, e2);
+    std::printf("moe decode %d pipe %d%s %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
+                v.decode, v.pipe, v.pdl ? " pdl" : "", c.name, e1, e2);
     EXPECT_LT(e1, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
     EXPECT_LT(e2, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
     worst.gate_up = std::max(worst.gate_up, e1);  // NaN-safe: rel_err maps NaN to +inf
@@ -153,6 +168,48 @@ TEST(Moe, ExtremeScaleBytesMatchFp64Reference) {
   const Errors hi = check_case(rng, c, 0.02, 161, 190);
   std::printf("moe extreme scales worst rel_err: low %.3g / %.3g, high %.3g / %.3g\n", lo.gate_up,
               lo.down, hi.gate_up, hi.down);
+}
+
+// Pipe 6 (PDL off / on) at the given decode batches on a small shape with two K slices in
+// gate_up (nb = 34: slices of 32 and 2 blocks) and k = 4 (down teams of 4 warps); every 8th
+// batch with 2% extreme scale bytes (exact fallback path).
+void check_bulk_batches(const std::vector<int>& batches, const char* what) {
+  std::mt19937_64 rng(testing::fresh_seed(what));
+  Errors worst;
+  for (int batch : batches) {
+    const MoeCase c{"bulk k4 1088x192 E16", batch, 4, 1088, 192, 16, true};
+    const Errors e = check_case(rng, c, batch % 8 == 0 ? 0.02 : 0.0, 0, 33, kBulkVariants);
+    worst.gate_up = std::max(worst.gate_up, e.gate_up);
+    worst.down = std::max(worst.down, e.down);
+  }
+  std::printf("moe bulk pipe worst rel_err (%s): gate_up %.3g down %.3g\n", what, worst.gate_up,
+              worst.down);
+}
+
+TEST(Moe, BulkPipeEveryBatchMatchesFp64Reference) {
+  std::vector<int> batches(64);
+  std::iota(batches.begin(), batches.end(), 1);
+  check_bulk_batches(batches, "moe bulk batches 1..64");
+}
+
+// Short version for compute-sanitizer (memcheck / racecheck with a gtest filter).
+TEST(Moe, BulkPipeSanitizerShapesMatchFp64Reference) {
+  check_bulk_batches({1, 3, 8}, "moe bulk batches 1, 3, 8");
+}
+
+// Pipe 6 on the gpt-oss shapes at decode batches 1, 5, 13 and k = 4 (down: 3 teams of 4
+// warps, K slices 32 / 32 / 26 blocks), one case with extreme scale bytes (fallback path).
+TEST(Moe, BulkPipeGptOssShapesMatchFp64Reference) {
+  std::mt19937_64 rng(testing::fresh_seed("moe bulk gpt-oss"));
+  Errors worst;
+  for (int batch : {1, 5, 13}) {
+    const MoeCase c{"bulk k4 2880x2880 E6", batch, 4, 2880, 2880, 6, true};
+    const Errors e = check_case(rng, c, batch == 5 ? 0.02 : 0.0, 161, 190, kBulkVariants);
+    worst.gate_up = std::max(worst.gate_up, e.gate_up);
+    worst.down = std::max(worst.down, e.down);
+  }
+  std::printf("moe bulk pipe worst rel_err, gpt-oss shapes: gate_up %.3g down %.3g\n",
+              worst.gate_up, worst.down);
 }
 
 float bf16_bits_to_float(uint32_t b16) {
@@ -222,7 +279,7 @@ TEST(Moe, RejectsBadParams) {
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2890, 8, 1.702f, 7.f};
   EXPECT_NE(g.validate().message().find("multiples of 32"), std::string::npos);
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2880, 8, 1.702f, 7.f};
-  g.pipe = 6;
+  g.pipe = 8;
   EXPECT_NE(g.validate().message().find("pipe"), std::string::npos);
   MoeDownParams d;
   EXPECT_FALSE(d.validate().ok());

@@ -34,8 +34,18 @@ struct MoeGateUpParams {
   // 3 = tensor-core mma.sync variant (mma.cu, ignores decode; slower, kept for reference),
   // 4 / 5 = tensor-core kernels decoding MXFP4 straight into mma fragments (tc.cu, ignore
   // decode; 4 / 8 MX blocks in flight per lane; docs/moe-decode.md: correct, but not faster
-  // than pipe 0 on the H200, so not the default).
-  int pipe = 0;
+  // than pipe 0 on the H200, so not the default), 6 = streaming kernels (bulk.cu, default:
+  // weights by 1-D TMA bulk copies of whole 8-row groups into a ~200 KB shared-memory ring per
+  // SM, tensor-core decode from shared memory; fastest measured at batch 1..4 and with PDL,
+  // docs/moe-decode.md), 7 = the same with 8 consumer warps x 2 stages (slower, kept for
+  // comparison). Pipes 6 / 7 need sm_90, H/32 and I/32 even, 16-byte aligned weights and batch
+  // <= 64; otherwise gate_up runs pipe 0 and down pipe 2 (the previous defaults).
+  int pipe = 6;
+  // Programmatic dependent launch (pdl.h), honoured by pipes 6 / 7 only (other pipes, and the
+  // fallbacks, are launched without the attribute). gate_up waits (pdl_wait) before reading ids,
+  // which the router (the kernel just before it) writes; before the wait it only initialises its
+  // mbarriers.
+  bool pdl = false;
   Status validate() const;
 };
 
@@ -49,8 +59,17 @@ struct MoeDownParams {
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   int decode = 1;  // as MoeGateUpParams::decode
-  int pipe = 2;    // as MoeGateUpParams::pipe; default 2: 12-warp cp.async ring (fastest down
-                   // for batch >= 4; pipe 4 is 3% faster at batch 1 only, docs/moe-decode.md)
+  int pipe = 6;    // as MoeGateUpParams::pipe (default 6; before: 2, the 12-warp cp.async ring)
+  // PDL (pipes 6 / 7 only). down reads ids and weights and issues its weight copies BEFORE
+  // pdl_wait: the exception to rule 1 of pdl.h derived in docs/decode-overhead.md. down runs
+  // right after gate_up, and down can only start early once every gate_up block has executed
+  // pdl_trigger, which gate_up does right after its own pdl_wait, i.e. after the router (the
+  // kernel before gate_up, writer of ids and weights) has completed; if gate_up runs without
+  // PDL, stream order gives the same. So ids / weights are final when down starts; act (written
+  // by gate_up) is read only after down's pdl_wait, and resid is written only after it.
+  // Requires that the kernel launched right before down is a gate_up for the same ids (or a
+  // kernel that triggers only after the router completed).
+  bool pdl = false;
   Status validate() const;
 };
 

@@ -19,4 +19,17 @@ Status launch_moe_down_mma(const MoeDownParams& p, cudaStream_t s);
 Status launch_moe_gate_up_tc(const MoeGateUpParams& p, cudaStream_t s);
 Status launch_moe_down_tc(const MoeDownParams& p, cudaStream_t s);
 
+// Streaming bulk-copy variants (p.pipe 6 / 7, bulk.cu): same contract and fallback rule; honour
+// p.pdl. *_supported: whether pipe 6 / 7 would run its own kernel (not fall back) for these
+// params on the current device (tests use it to make sure the variant is really exercised).
+Status launch_moe_gate_up_bulk(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s);
+bool moe_gate_up_bulk_supported(const MoeGateUpParams& p);
+bool moe_down_bulk_supported(const MoeDownParams& p);
+
+// Bench probe (bulk_probe.cu): `blocks` blocks each stream per_block contiguous bytes of src
+// through a ring of ring_bytes with bulk copies of `chunk` bytes (no compute).
+Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
+                             int ring_bytes, cudaStream_t s);
+
 }  // namespace gossamer::kern

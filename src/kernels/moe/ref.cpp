@@ -39,7 +39,7 @@ Status MoeGateUpParams::validate() const {
     return InvalidArgument("moe_gate_up: null pointer argument");
   }
   if (decode != 0 && decode != 1) return InvalidArgument("moe_gate_up: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 5) return InvalidArgument("moe_gate_up: pipe must be in 0..5");
+  if (pipe < 0 || pipe > 7) return InvalidArgument("moe_gate_up: pipe must be in 0..7");
   return check_shape("moe_gate_up", batch, k, hidden, inter, n_experts);
 }
 
@@ -48,7 +48,7 @@ Status MoeDownParams::validate() const {
     return InvalidArgument("moe_down: null pointer argument");
   }
   if (decode != 0 && decode != 1) return InvalidArgument("moe_down: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 5) return InvalidArgument("moe_down: pipe must be in 0..5");
+  if (pipe < 0 || pipe > 7) return InvalidArgument("moe_down: pipe must be in 0..7");
   return check_shape("moe_down", batch, k, hidden, inter, n_experts);
 }
 

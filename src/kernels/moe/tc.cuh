@@ -75,9 +75,12 @@ __device__ __forceinline__ float bf16_high(uint32_t w) {
 // block c holds the words W_j = (x[32c+8p+j], x[32c+8p+j+4]) in the order W0, W2, W1, W3 (one
 // LDS.128 is then the A fragment {a0, a1, a2, a3} of both mmas of word p: rows g take
 // W0 / W1, rows g+8 take W2 / W3); blocks nb..nbp-1 are zero.
-__device__ __forceinline__ void tc_stage(uint4* dst, const float* __restrict__ x, int nv, int nb) {
+// Threads tid = 0..nthr-1 take part (default: the whole block).
+__device__ __forceinline__ void tc_stage(uint4* dst, const float* __restrict__ x, int nv, int nb,
+                                         int tid = -1, int nthr = 0) {
   const int nbp = pad4(nb), su = split_units(nv, nb), n_units = nv * nbp * 4;
-  for (int i = threadIdx.x; i < n_units; i += blockDim.x) {
+  if (tid < 0) tid = threadIdx.x, nthr = blockDim.x;
+  for (int i = tid; i < n_units; i += nthr) {
     const int p = i & 3, vc = i >> 2, v = vc / nbp, c = vc - v * nbp;
     float e[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (c < nb) {

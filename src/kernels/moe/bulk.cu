@@ -1,0 +1,392 @@
+// Streaming MoE MXFP4 expert GEMVs (params.pipe 6 / 7): weights move by Hopper bulk copies
+// (1-D TMA) into a shared-memory ring, consumers decode from shared memory into tensor-core
+// fragments (tc.cuh: tc_block, exact scale fold, fp32 fallback). Same contracts as kernel.cu.
+//
+// Work: a "row group" is 8 consecutive weight rows of one expert (one mma n8 tile) over the whole
+// K range: 8 x nb x 16 contiguous bytes (11520 B for gpt-oss, 128-byte aligned when the tensor
+// is) + its 8 x nb contiguous scale bytes. A stage holds one row group, filled by TWO bulk copies
+// (weights, scales). (A first version cut the rows into 512-byte K slices, 9 copies per 4.8 KB
+// stage: it streamed at only ~500 GB/s on the H100, docs/moe-decode.md.) Grid = (blocks per
+// batch row, batch): a block works for one batch row b only (it stages one activation set) on a
+// contiguous range of "units", about one block per SM.
+//  - gate_up: unit = (routed slot j, row group) = 4 SwiGLU outputs; one warp owns a unit and
+//    writes act directly.
+//  - down: unit = row group of the output (8 hidden rows); a team of k warps (member j = routed
+//    slot j) computes the k dot products of the same 8 rows; after a team barrier member 0 adds
+//    sum_j w_j (dot_j + bias_j) to the residual in a fixed order (deterministic, no atomics).
+// Ring: kSpw stages per consumer warp (stage w kSpw + n % kSpw for the warp's n-th unit); one
+// producer thread (last warp) issues every unit of every warp in the order (n, w): all stages
+// at kernel start (~200 KB per SM), then each one as soon as its warp releases it (empty
+// mbarrier, 32 arrivals); consumers wait on the stage's full mbarrier (transaction bytes).
+// PDL (params.pdl): see params.h. gate_up waits before reading ids (they come from the router,
+// the kernel just before it); down issues its first weight copies before pdl_wait (its ids and
+// routing weights come from the router, two kernels back, which has completed by then).
+#include <algorithm>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
+#include "kernels/moe/bulk.cuh"
+#include "kernels/moe/pipe.h"
+#include "kernels/moe/pipe_common.cuh"
+#include "kernels/moe/tc.cuh"
+
+namespace gossamer::kern {
+namespace {
+
+using namespace moe_tc;    // NOLINT: internal helpers
+using namespace moe_bulk;  // NOLINT
+
+// The kernels keep the names of kernel.cu's (the runner's kernel_path() and the kernel-profile
+// test name kernels by base name); their templates are (consumer warps, stages per warp).
+constexpr int kConsumerBar = 15;  // named barrier of all consumer warps
+// Decode batches only (tested 1..64): a block streams the routed weights of one batch row, so
+// prefill-sized batches (the moe_prefill fallback runs these kernels on 2048 rows) would stream
+// every expert once per row with no L2 reuse between rows; they keep the old kernels.
+constexpr int kMaxBulkBatch = 64;
+
+// Shared-memory layout and work split, computed on the host (bulk_layout).
+struct Layout {
+  int nb;        // MX blocks per weight row (K / 32)
+  int wbytes;    // weight bytes of a row group: 8 nb 16
+  int sb;        // bytes per stage: wbytes + 8 nb scale bytes, rounded up to 128
+  int ns;        // stages: kSpw per consumer warp
+  int team;      // warps per unit: 1 (gate_up) or k (down)
+  int units;     // units per batch row
+  int act_off;   // staged activations (tc_stage layout, nv vectors)
+  int part_off;  // down: partial dots [2][consumer warps][8] f32
+  int bar_off;   // mbarriers full[ns], empty[ns]
+  int smem;      // total dynamic shared memory
+};
+
+// Fills `stage` with the row group at row0: weights [8][nb][16] then scales [8][nb].
+__device__ __forceinline__ void issue_group(const uint8_t* blocks, const uint8_t* scales,
+                                            size_t row0, const Layout& L, uint8_t* stage,
+                                            uint64_t* full) {
+  const uint32_t sc_bytes = 8u * L.nb;
+  mbar_arrive_expect_tx(full, L.wbytes + sc_bytes);
+  bulk_g2s(stage, blocks + row0 * L.nb * 16, L.wbytes, full);
+  bulk_g2s(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full);
+}
+
+// The 8 rows of the group in `stage` against the staged vector `xv` (split stride su): acc / bad
+// as in tc_block. Lane (g, t) takes blocks t + 4 s of row g (row stride 16 nb bytes: the
+// LDS.128 of rows 2m, 2m+1 overlap in half their banks, a 2-way conflict on 1 of 5 LDS).
+__device__ __forceinline__ void run_group(const uint8_t* stage, const uint4* xv, int su, int nb,
+                                          int lane, float (&acc)[2], uint32_t& bad) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* w = stage + (g * nb + t) * 16;
+  const uint8_t* sc = stage + 8 * nb * 16 + g * nb + t;
+  const uint4* a = xv + (g < kSplits ? g : 0) * su + t * 4;
+  const int full_steps = nb >> 2;
+#pragma unroll 2
+  for (int s = 0; s < full_steps; ++s) {
+    const uint4 q = *reinterpret_cast<const uint4*>(w + s * 64);
+    tc_block(q, sc[4 * s], a + s * 16, acc, bad);
+  }
+  if (full_steps * 4 < nb) {  // last partial step: lanes past nb take zero weights
+    const int s = full_steps;
+    uint4 q = make_uint4(0, 0, 0, 0);
+    uint32_t sb = 127;
+    if (t + 4 * s < nb) {
+      q = *reinterpret_cast<const uint4*>(w + s * 64);
+      sb = sc[4 * s];
+    }
+    tc_block(q, sb, a + s * 16, acc, bad);
+  }
+}
+
+// Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): sums the three split rows of
+// the accumulators; when a scale byte was outside the fast range, recomputes the rows with the
+// exact fp32 path from global memory (the fp32 vector xf).
+__device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t bad,
+                                              const uint8_t* blocks, const uint8_t* scales,
+                                              size_t row0, int nb, const float* xf, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  float r0 = __shfl_sync(0xffffffffu, acc[0], t + 8) + __shfl_sync(0xffffffffu, acc[0], t + 4);
+  float r1 = __shfl_sync(0xffffffffu, acc[1], t + 8) + __shfl_sync(0xffffffffu, acc[1], t + 4);
+  r0 = (r0 + acc[0]) * 4294967296.f;  // 2^kX
+  r1 = (r1 + acc[1]) * 4294967296.f;
+  if (__any_sync(0xffffffffu, bad)) {
+    const uint8_t* wrow = blocks + (row0 + g) * nb * 16;
+    const uint8_t* srow = scales + (row0 + g) * nb;
+    float f = 0.f;
+    for (int c = t; c < nb; c += 4) {
+      const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
+                                        reinterpret_cast<const float4*>(xf + c * 32));
+      f = fmaf(dot, e8m0_half(srow[c]), f);
+    }
+    f += __shfl_xor_sync(0xffffffffu, f, 1);
+    f += __shfl_xor_sync(0xffffffffu, f, 2);
+    r0 = __shfl_sync(0xffffffffu, f, 8 * t);
+    r1 = __shfl_sync(0xffffffffu, f, 8 * t + 4);
+  }
+  return make_float2(r0, r1);
+}
+
+// Problem view shared by both kernels (device side).
+struct Job {
+  const uint8_t* blocks;  // [E, rows, nb, 16]
+  const uint8_t* scales;  // [E, rows, nb]
+  const int32_t* ids;     // [batch, k]
+  int k, n_experts, rows_per_expert, groups_per_slot;
+  bool down;
+  // First weight row of unit u (in this block's batch row b), member j.
+  __device__ __forceinline__ size_t row0(int b, int u, int j) const {
+    const int slot = down ? j : u / groups_per_slot, group = down ? u : u % groups_per_slot;
+    const int e = min(max(ids[b * k + slot], 0), n_experts - 1);  // ids come from top-k (valid)
+    return static_cast<size_t>(e) * rows_per_expert + static_cast<size_t>(group) * 8;
+  }
+};
+
+// Units of consumer warp w (team m = w / team: local units m, m + teams, ...).
+__device__ __forceinline__ int warp_units(const Layout& L, int w, int n_local, int warps) {
+  const int teams = warps / L.team, m = w / L.team;
+  if (m >= teams || m >= n_local) return 0;
+  return (n_local - m + teams - 1) / teams;
+}
+
+// Producer (one thread): every unit of every consumer warp in the order (n, w).
+template <int kWarps, int kSpw>
+__device__ void produce(const Job& J, const Layout& L, int b, int u0, int n_local, uint8_t* smem,
+                        uint64_t* full, uint64_t* empty) {
+  const int teams = kWarps / L.team;
+  const int n_max = warp_units(L, 0, n_local, kWarps);
+  for (int n = 0; n < n_max; ++n) {
+    for (int w = 0; w < kWarps; ++w) {
+      if (n >= warp_units(L, w, n_local, kWarps)) continue;
+      const int s = w * kSpw + n % kSpw, use = n / kSpw;
+      if (use > 0) mbar_wait(empty + s, (use - 1) & 1);
+      const size_t row0 = J.row0(b, u0 + w / L.team + teams * n, w % L.team);
+      issue_group(J.blocks, J.scales, row0, L, smem + static_cast<size_t>(s) * L.sb, full + s);
+    }
+  }
+}
+
+// Barrier init by thread 0 of the producer warp.
+template <int kWarps>
+__device__ __forceinline__ void init_barriers(const Layout& L, uint64_t* full, uint64_t* empty) {
+  if (threadIdx.x == kWarps * 32) {
+    for (int s = 0; s < L.ns; ++s) {
+      mbar_init(full + s, 1);
+      mbar_init(empty + s, 32);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+}
+
+// This block's unit range [u0, u0 + n_local) of its batch row.
+__device__ __forceinline__ int2 unit_range(const Layout& L) {
+  const int u0 = static_cast<int>(static_cast<long long>(L.units) * blockIdx.x / gridDim.x);
+  const int u1 = static_cast<int>(static_cast<long long>(L.units) * (blockIdx.x + 1) / gridDim.x);
+  return make_int2(u0, u1 - u0);
+}
+
+template <int kWarps, int kSpw>
+__global__ void __launch_bounds__((kWarps + 1) * 32, 1)
+    moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p, Layout L) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  auto* full = reinterpret_cast<uint64_t*>(smem + L.bar_off);
+  uint64_t* empty = full + L.ns;
+  const int b = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int2 range = unit_range(L);
+  const int u0 = range.x, n_local = range.y;
+  const Job J{p.blocks, p.scales, p.ids, p.k, p.n_experts, 2 * p.inter, p.inter / 4, false};
+  init_barriers<kWarps>(L, full, empty);
+  pdl_wait();  // ids come from the router (the previous kernel)
+  pdl_trigger();
+  if (warp == kWarps) {
+    if (lane == 0) produce<kWarps, kSpw>(J, L, b, u0, n_local, smem, full, empty);
+    return;
+  }
+  auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
+  const float* x = p.x + static_cast<size_t>(b) * p.hidden;
+  tc_stage(xs, x, 1, L.nb, threadIdx.x, kWarps * 32);
+  named_sync(kConsumerBar, kWarps * 32);
+  const int su = split_units(1, L.nb), n_units = warp_units(L, warp, n_local, kWarps);
+  for (int n = 0; n < n_units; ++n) {
+    const int s = warp * kSpw + n % kSpw;
+    float acc[2] = {0.f, 0.f};
+    uint32_t bad = 0;
+    mbar_wait(full + s, (n / kSpw) & 1);
+    run_group(smem + static_cast<size_t>(s) * L.sb, xs, su, L.nb, lane, acc, bad);
+    mbar_arrive(empty + s);
+    const int u = u0 + warp + kWarps * n, group = u % J.groups_per_slot;
+    const size_t row0 = J.row0(b, u, 0);
+    const float2 gu = finish_rows(acc, bad, p.blocks, p.scales, row0, L.nb, x, lane);
+    if (lane < 4) {
+      const int i = group * 4 + lane;                              // SwiGLU output in the expert
+      const size_t e_row = row0 - static_cast<size_t>(group) * 8;  // expert's row 0
+      const float g = fminf(gu.x + p.bias[e_row + 2 * i], p.limit);
+      const float up = fmaxf(fminf(gu.y + p.bias[e_row + 2 * i + 1], p.limit), -p.limit);
+      p.act[(static_cast<size_t>(b) * p.k + u / J.groups_per_slot) * p.inter + i] =
+          (up + 1.f) * g / (1.f + __expf(-p.alpha * g));
+    }
+  }
+}
+
+template <int kWarps, int kSpw>
+__global__ void __launch_bounds__((kWarps + 1) * 32, 1)
+    moe_down_mxfp4w_f32a(MoeDownParams p, Layout L) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  auto* full = reinterpret_cast<uint64_t*>(smem + L.bar_off);
+  uint64_t* empty = full + L.ns;
+  const int b = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int2 range = unit_range(L);
+  const int u0 = range.x, n_local = range.y;
+  const Job J{p.blocks, p.scales, p.ids, p.k, p.n_experts, p.hidden, 0, true};
+  init_barriers<kWarps>(L, full, empty);
+  if (warp == kWarps) {
+    // ids / weights are final before pdl_wait (params.h): the weight copies start at once.
+    if (lane == 0) produce<kWarps, kSpw>(J, L, b, u0, n_local, smem, full, empty);
+    pdl_wait();
+    pdl_trigger();
+    return;
+  }
+  pdl_wait();  // act comes from gate_up (the previous kernel)
+  pdl_trigger();
+  auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
+  const float* act = p.act + static_cast<size_t>(b) * p.k * p.inter;
+  tc_stage(xs, act, p.k, L.nb, threadIdx.x, kWarps * 32);
+  named_sync(kConsumerBar, kWarps * 32);
+  auto* part = reinterpret_cast<float*>(smem + L.part_off);  // [2][teams][k][8]
+  const int su = split_units(p.k, L.nb), n_units = warp_units(L, warp, n_local, kWarps);
+  const int teams = kWarps / p.k, m = warp / p.k, j = warp % p.k;
+  const uint4* xv = xs + j * pad4(L.nb) * 4;
+  for (int n = 0; n < n_units; ++n) {
+    const int s = warp * kSpw + n % kSpw, u = u0 + m + teams * n;
+    float acc[2] = {0.f, 0.f};
+    uint32_t bad = 0;
+    mbar_wait(full + s, (n / kSpw) & 1);
+    run_group(smem + static_cast<size_t>(s) * L.sb, xv, su, L.nb, lane, acc, bad);
+    mbar_arrive(empty + s);
+    const float2 v = finish_rows(acc, bad, p.blocks, p.scales, J.row0(b, u, j), L.nb,
+                                 act + static_cast<size_t>(j) * p.inter, lane);
+    float* pt = part + ((n & 1) * teams + m) * p.k * 8;  // double-buffered by round
+    if (lane < 4) pt[j * 8 + 2 * lane] = v.x, pt[j * 8 + 2 * lane + 1] = v.y;
+    named_sync(1 + m, p.k * 32);
+    if (j == 0 && lane < 8) {
+      const int row = u * 8 + lane;
+      float sum = 0.f;
+      for (int jj = 0; jj < p.k; ++jj) {
+        const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+        sum = fmaf(p.weights[b * p.k + jj],
+                   pt[jj * 8 + lane] + p.bias[static_cast<size_t>(e) * p.hidden + row], sum);
+      }
+      p.resid[static_cast<size_t>(b) * p.hidden + row] += sum;
+    }
+  }
+}
+
+// Layout for K = 32 nb inputs, nv staged vectors, `warps` consumer warps with `spw` stages each,
+// in teams of `team`; an Unsupported status when the shapes / pointers do not suit the kernels.
+Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
+                           const void* blocks, const void* scales) {
+  if (batch > kMaxBulkBatch || nb % 2 != 0 || team > warps || !moe_pipe::aligned(blocks, 16) ||
+      !moe_pipe::aligned(scales, 16)) {
+    return moe_pipe::NoPipe();  // 8 nb scale bytes must be a multiple of 16
+  }
+  auto up128 = [](long long v) { return (v + 127) & ~127ll; };
+  const long long wbytes = 8ll * nb * 16, sb = up128(wbytes + 8ll * nb);
+  const long long ns = static_cast<long long>(warps) * spw, act_off = ns * sb;
+  const long long part_off = act_off + up128(stage_bytes(nv, nb));
+  const long long bar_off = part_off + up128(2ll * warps * 8 * 4);
+  const long long smem = bar_off + 2 * ns * 8;
+  if (smem > static_cast<long long>(moe_pipe::kMaxSmem)) return moe_pipe::NoPipe();
+  Layout L{};
+  L.nb = nb;
+  L.wbytes = static_cast<int>(wbytes);
+  L.sb = static_cast<int>(sb);
+  L.ns = static_cast<int>(ns);
+  L.team = team;
+  L.units = units;
+  L.act_off = static_cast<int>(act_off);
+  L.part_off = static_cast<int>(part_off);
+  L.bar_off = static_cast<int>(bar_off);
+  L.smem = static_cast<int>(smem);
+  return L;
+}
+
+// Blocks per batch row: about one block per SM over the whole grid, at most one per unit.
+Result<int> blocks_per_row(int batch, int units) {
+  int dev = 0, sms = 0;
+  GS_CUDA_RETURN(cudaGetDevice(&dev));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return std::max(1, std::min(units, sms / batch));
+}
+
+// Pipe 6: gate_up 16 consumer warps x 1 stage, down 12 x 1 (teams of k). Pipe 7: gate_up
+// 8 x 2 stages, down 8 x 1.
+struct Config {
+  int gu_warps, gu_spw, dn_warps, dn_spw;
+};
+constexpr Config kPipe6{16, 1, 12, 1}, kPipe7{8, 2, 8, 1};
+Config config(int pipe) {
+  return pipe == 7 ? kPipe7 : kPipe6;
+}
+
+Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
+  const Config c = config(p.pipe);
+  return bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, p.k * (p.inter / 4),
+                     p.blocks, p.scales);
+}
+Result<Layout> down_layout(const MoeDownParams& p) {
+  const Config c = config(p.pipe);
+  return bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, p.hidden / 8, p.blocks,
+                     p.scales);
+}
+
+int device_cc_major() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    return 0;
+  }
+  return major;
+}
+
+template <class Params, class Kernel>
+Status launch(const Params& p, const Layout& L, Kernel* fn, int warps, const char* name,
+              cudaStream_t s) {
+  GS_ASSIGN_OR_RETURN(const int gx, blocks_per_row(p.batch, L.units));
+  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
+  return launch_pdl(p.pdl, name, fn, dim3(gx, p.batch), dim3((warps + 1) * 32),
+                    static_cast<size_t>(L.smem), s, p, L);
+}
+
+}  // namespace
+
+bool moe_gate_up_bulk_supported(const MoeGateUpParams& p) {
+  return p.validate().ok() && gate_up_layout(p).ok() && device_cc_major() >= 9;
+}
+bool moe_down_bulk_supported(const MoeDownParams& p) {
+  return p.validate().ok() && down_layout(p).ok() && device_cc_major() >= 9;
+}
+
+Status launch_moe_gate_up_bulk(const MoeGateUpParams& p, cudaStream_t s) {
+  if (device_cc_major() < 9) return moe_pipe::NoPipe();
+  GS_ASSIGN_OR_RETURN(const Layout L, gate_up_layout(p));
+  constexpr const char* kName = "moe_gate_up_swiglu_mxfp4w_f32a (bulk)";
+  if (p.pipe == 7) {
+    return launch(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe7.gu_warps, kPipe7.gu_spw>,
+                  kPipe7.gu_warps, kName, s);
+  }
+  return launch(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe6.gu_warps, kPipe6.gu_spw>,
+                kPipe6.gu_warps, kName, s);
+}
+
+Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s) {
+  if (device_cc_major() < 9) return moe_pipe::NoPipe();
+  GS_ASSIGN_OR_RETURN(const Layout L, down_layout(p));
+  constexpr const char* kName = "moe_down_mxfp4w_f32a (bulk)";
+  if (p.pipe == 7) {
+    return launch(p, L, moe_down_mxfp4w_f32a<kPipe7.dn_warps, kPipe7.dn_spw>, kPipe7.dn_warps,
+                  kName, s);
+  }
+  return launch(p, L, moe_down_mxfp4w_f32a<kPipe6.dn_warps, kPipe6.dn_spw>, kPipe6.dn_warps, kName,
+                s);
+}
+
+}  // namespace gossamer::kern

@@ -1,0 +1,65 @@
+// Bulk-copy (1-D TMA) streaming probe for moe_bench: how fast can one block per SM stream a
+// contiguous region through a shared-memory ring with cp.async.bulk, as a function of the copy
+// size and the source alignment (no compute: the consumer warp only waits and releases).
+#include <algorithm>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/moe/bulk.cuh"
+#include "kernels/moe/pipe.h"
+
+namespace gossamer::kern {
+namespace {
+
+using namespace moe_bulk;  // NOLINT
+
+// Block b streams bytes [b * per_block, (b + 1) * per_block) of src in copies of `chunk` bytes
+// through `stages` ring slots. Warp 0 lane 0 produces, warp 1 lane 0 consumes.
+__global__ void __launch_bounds__(64, 1)
+    moe_bulk_probe(const uint8_t* src, size_t per_block, int chunk, int stages) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  auto* full = reinterpret_cast<uint64_t*>(smem + static_cast<size_t>(stages) * chunk);
+  uint64_t* empty = full + stages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(full + s, 1), mbar_init(empty + s, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int n = static_cast<int>(per_block / chunk);
+  const uint8_t* base = src + blockIdx.x * per_block;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < n; ++i) {
+      const int s = i % stages, use = i / stages;
+      if (use > 0) mbar_wait(empty + s, (use - 1) & 1);
+      mbar_arrive_expect_tx(full + s, chunk);
+      bulk_g2s(smem + static_cast<size_t>(s) * chunk, base + static_cast<size_t>(i) * chunk, chunk,
+               full + s);
+    }
+  } else if (threadIdx.x == 32) {
+    for (int i = 0; i < n; ++i) {
+      const int s = i % stages;
+      mbar_wait(full + s, (i / stages) & 1);
+      mbar_arrive(empty + s);
+    }
+  }
+}
+
+}  // namespace
+
+Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
+                             int ring_bytes, cudaStream_t s) {
+  if (chunk <= 0 || chunk % 16 != 0 || per_block % chunk != 0 ||
+      reinterpret_cast<uintptr_t>(src) % 16 != 0) {
+    return InvalidArgument(
+        "moe_bulk_probe: chunk must be a positive multiple of 16 dividing "
+        "per_block, src 16-byte aligned");
+  }
+  const int stages = std::max(1, std::min(400, ring_bytes / chunk));
+  const size_t smem = static_cast<size_t>(stages) * chunk + 2 * stages * 8;
+  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(moe_bulk_probe),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+  moe_bulk_probe<<<blocks, 64, smem, s>>>(src, per_block, chunk, stages);
+  return launch_status("moe_bulk_probe");
+}
+
+}  // namespace gossamer::kern
