@@ -35,6 +35,9 @@ struct CudaRunnerOptions {
   // Prefill GEMM activations as bf16 hi + lo pairs (two GEMMs each: ~fp32 activations, ~2x the
   // dense-projection cost) instead of plain bf16 (~3e-3 relative rounding; docs/prefill.md).
   bool prefill_split_bf16 = false;
+  // Router GEMM only on hi + lo activations (~fp32 router logits: near-tied experts are picked
+  // as in the fp32 reference; one extra router GEMM per layer). Implied by prefill_split_bf16.
+  bool prefill_split_router = true;
   bool use_graphs = true;
   // Programmatic dependent launch between the decode kernels that support it
   // (kernels/common/pdl.h, docs/decode-overhead.md); false: plain stream order.

@@ -40,23 +40,31 @@ using cudarun::Range;
 
 constexpr int kMoePiece = 2048;  // decode-MoE fallback: rows per launch (grid.y = rows x k)
 
-// f32 activations [rows, k] -> ws.xb (bf16), and ws.xb_lo (residual) in split mode.
-Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k) {
-  return kern::launch_f32_to_bf16(x, m.ws.xb, static_cast<size_t>(rows) * k, m.stream,
-                                  m.opts.prefill_split_bf16 ? m.ws.xb_lo : nullptr);
+// Split (hi + lo) bf16 activations for the router GEMM: always in split mode, and with
+// opts.prefill_split_router (near-tied experts then pick as the fp32 reference does).
+bool split_router(const CudaModelRunner::Impl& m) {
+  return m.opts.prefill_split_bf16 || m.opts.prefill_split_router;
 }
 
-// RMSNorm of the residual stream into ws.xn (f32) and its bf16 copy ws.xb (GEMM input).
-Status norm_to_bf16(const CudaModelRunner::Impl& m, const uint16_t* w, int rows, const Dims& d) {
+// f32 activations [rows, k] -> ws.xb (bf16), and ws.xb_lo (residual) if `split`.
+Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k, bool split) {
+  return kern::launch_f32_to_bf16(x, m.ws.xb, static_cast<size_t>(rows) * k, m.stream,
+                                  split ? m.ws.xb_lo : nullptr);
+}
+
+// RMSNorm of the residual stream into ws.xn (f32) and its bf16 copy ws.xb (GEMM input; + xb_lo
+// if `split`).
+Status norm_to_bf16(const CudaModelRunner::Impl& m, const uint16_t* w, int rows, const Dims& d,
+                    bool split) {
   const auto& ws = m.ws;
   GS_RETURN_IF_ERROR(kern::launch_rmsnorm({ws.x, w, nullptr, ws.xn, rows, d.H, d.eps}, m.stream));
-  return to_bf16(m, ws.xn, rows, d.H);
+  return to_bf16(m, ws.xn, rows, d.H, split);
 }
 
-// out[rows, n] (+)= ws.xb[rows, k] w[n, k]^T + bias; in split mode a second GEMM accumulates
+// out[rows, n] (+)= ws.xb[rows, k] w[n, k]^T + bias; if `split` a second GEMM accumulates
 // ws.xb_lo w^T.
 Status gemm(const CudaModelRunner::Impl& m, const uint16_t* w, const float* bias, float* out,
-            int rows, int n, int k, bool accumulate) {
+            int rows, int n, int k, bool accumulate, bool split) {
   kern::GemmParams g;
   g.a = m.ws.xb;
   g.w = w;
@@ -67,7 +75,7 @@ Status gemm(const CudaModelRunner::Impl& m, const uint16_t* w, const float* bias
   g.k = k;
   g.accumulate = accumulate;
   GS_RETURN_IF_ERROR(m.gemm->run(g, m.stream));
-  if (!m.opts.prefill_split_bf16) return Status::Ok();
+  if (!split) return Status::Ok();
   g.a = m.ws.xb_lo;
   g.bias = nullptr;
   g.accumulate = true;
@@ -119,16 +127,17 @@ Status prefill_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
                          const Dims& d, kern::RopeKvParams& rp, kern::AttnParams& ap) {
   const auto& ws = m.ws;
   Range r("attention block");
-  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.attn_norm, rows, d));
-  GS_RETURN_IF_ERROR(gemm(m, L.qkv_w, L.qkv_b, ws.qkv, rows, d.QKV, d.H, false));
+  const bool split = m.opts.prefill_split_bf16;
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.attn_norm, rows, d, split));
+  GS_RETURN_IF_ERROR(gemm(m, L.qkv_w, L.qkv_b, ws.qkv, rows, d.QKV, d.H, false, split));
   rp.block_table = L.sliding ? m.in.tables_sliding : m.in.tables_full;
   rp.num_blocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
   rp.k_cache = L.k;
   rp.v_cache = L.v;
   GS_RETURN_IF_ERROR(kern::launch_rope_kv(rp, m.stream));
   GS_RETURN_IF_ERROR(prefill_attention_core(m, L, rows, d, ap));
-  GS_RETURN_IF_ERROR(to_bf16(m, ws.attn, rows, d.QD));
-  return gemm(m, L.o_w, L.o_b, ws.x, rows, d.H, d.QD, true);
+  GS_RETURN_IF_ERROR(to_bf16(m, ws.attn, rows, d.QD, split));
+  return gemm(m, L.o_w, L.o_b, ws.x, rows, d.H, d.QD, true, split);
 }
 
 // The decode MoE kernels over all rows, in pieces (fallback when moe_prefill is not used).
@@ -145,8 +154,9 @@ Status prefill_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
                    const Dims& d) {
   const auto& ws = m.ws;
   Range r("moe block");
-  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.mlp_norm, rows, d));
-  GS_RETURN_IF_ERROR(gemm(m, L.router_w, L.router_b, ws.router, rows, d.E, d.H, false));
+  const bool split = split_router(m);
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.mlp_norm, rows, d, split));
+  GS_RETURN_IF_ERROR(gemm(m, L.router_w, L.router_b, ws.router, rows, d.E, d.H, false, split));
   GS_RETURN_IF_ERROR(
       kern::launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K}, m.stream));
 #ifdef GOSSAMER_HAVE_MOE_PREFILL
@@ -186,7 +196,7 @@ Status CudaModelRunner::Impl::init_prefill() {
   GS_ASSIGN_OR_RETURN(ws.xb, alloc_n<uint16_t>(static_cast<size_t>(R_max) * std::max(d.H, d.QD),
                                                "prefill bf16 activations"));
   GS_ASSIGN_OR_RETURN(ws.qkv, alloc_n<float>(static_cast<size_t>(R_max) * d.QKV, "prefill qkv"));
-  if (opts.prefill_split_bf16) {
+  if (split_router(*this)) {
     GS_ASSIGN_OR_RETURN(ws.xb_lo,
                         alloc_n<uint16_t>(static_cast<size_t>(R_max) * std::max(d.H, d.QD),
                                           "prefill bf16 residuals"));
@@ -242,7 +252,10 @@ std::string CudaModelRunner::prefill_path() const {
   grouped = m.opts.prefill_grouped_moe;
 #endif
   return "forwards of >= " + std::to_string(m.opts.prefill_min_rows) + " rows" +
-         (m.opts.prefill_split_bf16 ? " (split bf16 hi+lo activations: 2 GEMMs each)" : "") +
+         (m.opts.prefill_split_bf16
+              ? " (split bf16 hi+lo activations: 2 GEMMs each)"
+              : (m.opts.prefill_split_router ? " (router GEMM on split bf16 hi+lo activations)"
+                                             : "")) +
          ": rmsnorm_f32a_bf16w + cvt_f32_bf16 | cuBLASLt bf16 GEMM QKV (+bias) | "
          "rope_kv_f32 | " +
          (flash ? std::string("flash_attn_paged_bf16kv_f32q")

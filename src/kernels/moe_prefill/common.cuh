@@ -27,10 +27,11 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
   return r;
 }
-// bf16x2 multiplier 2^(s - 1) for an E8M0 scale byte s (s > 128 overflows to inf).
+// bf16x2 multiplier 2^(s - 1) for an E8M0 scale byte s (s > 128 overflows to inf): the biased
+// exponent e = min(s, 129) + 126 placed at bits 7 and 23, as one multiply-add ((e << 7) | (e << 23)
+// == e * 0x00800080 since the two fields do not overlap).
 __device__ __forceinline__ uint32_t scale_mul(uint32_t s) {
-  const uint32_t e = min(s + 126u, 255u);
-  return (e << 7) | (e << 23);
+  return min(s, 129u) * 0x00800080u + 126u * 0x00800080u;
 }
 
 __device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {

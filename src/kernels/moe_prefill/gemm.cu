@@ -1,11 +1,11 @@
 // Grouped MXFP4 x bf16 GEMMs of the MoE prefill on tensor cores (mma.sync m16n8k16 bf16 ->
-// f32). A block computes one tile: kBM = 64 sorted rows of one expert x BN = 32 x WN output
-// columns; WN warps, each all 64 rows x 32 columns (4 m16 x 4 n8 fragments, 64 f32
+// f32). A block computes one tile: BM = 16 MF sorted rows of one expert x BN = 32 x WN output
+// columns; WN warps, each all BM rows x 32 columns (MF m16 x 4 n8 fragments, 16 MF f32
 // accumulators); m16 fragments past the tile's valid rows are skipped (block-uniform).
-// K advances in stages of 64 (two MX blocks) through a kStages-deep cp.async ring:
-//   A stage: [64 rows][8 chunks of 16 B] bf16, chunk c of row r stored at c ^ ((r & 1) << 2)
+// K advances in stages of 32 KBS (KBS MX blocks) through a kStages-deep cp.async ring:
+//   A stage: [BM rows][4 KBS chunks of 16 B] bf16, chunk c of row r stored at c ^ ((r & 1) << 2)
 //            (conflict-free 16-byte fragment loads);
-//   B stage: [BN rows][2 MX blocks x 16 B], rows padded to 48 B (conflict-free word loads);
+//   B stage: [BN rows][KBS MX blocks x 16 B], rows padded by 16 B (conflict-free word loads);
 //   scales:  [BN rows][K/32] bytes for the whole K: the tile's rows are one contiguous span of
 //            the scale tensor, copied once per tile by 16-byte cp.async (from the 16-byte
 //            granule holding its first byte; `skew` bytes in).
@@ -27,19 +27,21 @@
 namespace gossamer::kern::moe_prefill {
 namespace {
 
-constexpr int kBRow = 48;  // bytes per weight row per stage (32 + 16 pad)
-
-// Tile configuration: WN warps along n, kStages-deep ring, kMinBlocks for __launch_bounds__.
-template <int WN, int Stages, int MinBlocks>
+// Tile configuration: WN warps along n, MF m16 fragments (BM = 16 MF rows), KBS MX blocks per
+// K stage, kStages-deep ring, kMinBlocks for __launch_bounds__.
+template <int WN, int MF, int KBS, int Stages, int MinBlocks>
 struct Cfg {
-  static constexpr int kStages = Stages, kMinBlocks = MinBlocks;
-  static constexpr int kThreads = 32 * WN, kBN = 32 * WN;
-  static constexpr int kAStage = kBM * 128, kBStage = kBN * kBRow;  // bytes
-  static constexpr int kAIters = kBM * 8 / kThreads;  // 16-byte A chunks per thread per stage
-  static constexpr int kBIters = kBN * 2 / kThreads;  // 16-byte B chunks per thread per stage
+  static constexpr int kMF = MF, kKBS = KBS, kStages = Stages, kMinBlocks = MinBlocks;
+  static constexpr int kThreads = 32 * WN, kBN = 32 * WN, kBMc = 16 * MF;
+  static constexpr int kCPR = 4 * KBS;         // 16-byte A chunks per row per stage
+  static constexpr int kBRow = 16 * KBS + 16;  // bytes per weight row per stage (padded)
+  static constexpr int kAStage = kBMc * 64 * KBS, kBStage = kBN * kBRow;  // bytes
+  static constexpr int kAIters = kBMc * kCPR / kThreads;  // 16-byte A chunks per thread per stage
+  static constexpr int kBIters = kBN * KBS / kThreads;    // 16-byte B chunks per thread per stage
+  static_assert(kAIters * kThreads == kBMc * kCPR && kBIters * kThreads == kBN * KBS);
   static size_t smem_bytes(int K) {
     return kStages * (kAStage + kBStage) +
-           ((static_cast<size_t>(kBN) * (K / 32) + 47) & ~size_t{15}) + kBM * sizeof(int32_t);
+           ((static_cast<size_t>(kBN) * (K / 32) + 47) & ~size_t{15}) + kBMc * sizeof(int32_t);
   }
 };
 
@@ -62,44 +64,45 @@ template <class C>
 __device__ __forceinline__ void load_stage(uint8_t* as, uint8_t* bs,
                                            const uint16_t* const (&arow)[C::kAIters],
                                            const uint8_t* wbase, const Tile& t, int N, int kt) {
-  const int tid = threadIdx.x, c = tid % 8;
-  const bool a_ok = 2 * kt + c / 4 < t.KB;
+  const int tid = threadIdx.x, c = tid % C::kCPR;
+  const bool a_ok = C::kKBS * kt + c / 4 < t.KB;
 #pragma unroll
   for (int i = 0; i < C::kAIters; ++i) {
-    const int r = tid / 8 + (C::kThreads / 8) * i;
+    const int r = tid / C::kCPR + (C::kThreads / C::kCPR) * i;
     if (r >= 16 * t.nf) break;
-    cp_async16(as + r * 128 + ((c ^ ((r & 1) << 2)) * 16), arow[i] + (a_ok ? kt * 64 + c * 8 : 0),
-               a_ok ? 16 : 0);
+    cp_async16(as + r * (C::kCPR * 16) + ((c ^ ((r & 1) << 2)) * 16),
+               arow[i] + (a_ok ? kt * (32 * C::kKBS) + c * 8 : 0), a_ok ? 16 : 0);
   }
 #pragma unroll
   for (int i = 0; i < C::kBIters; ++i) {
-    const int idx = tid + C::kThreads * i, n = idx / 2, h = idx % 2;
-    const int row = min(t.n0 + n, N - 1), kb = 2 * kt + h;
+    const int idx = tid + C::kThreads * i, n = idx / C::kKBS, h = idx % C::kKBS;
+    const int row = min(t.n0 + n, N - 1), kb = C::kKBS * kt + h;
     const bool ok = kb < t.KB;
     const uint8_t* src = wbase + (static_cast<size_t>(row) * t.KB + (ok ? kb : 0)) * 16;
-    cp_async16(bs + n * kBRow + h * 16, src, ok ? 16 : 0);
+    cp_async16(bs + n * C::kBRow + h * 16, src, ok ? 16 : 0);
   }
 }
 
-// acc += this stage's products for the warp's 64 x 32 tile. An MX block past K is zero-filled
+// acc += this stage's products for the warp's BM x 32 tile. An MX block past K is zero-filled
 // in smem (its scale index is clamped so that no inf x 0 can appear).
+template <class C>
 __device__ __forceinline__ void compute_stage(const uint8_t* as, const uint8_t* bs,
                                               const uint8_t* ssc, int kt, const Tile& t,
-                                              float (&acc)[4][4][4]) {
+                                              float (&acc)[C::kMF][4][4]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, wn = threadIdx.x / 32;
-  uint32_t w[2][4], sc[2][4];
+  uint32_t w[C::kKBS][4], sc[C::kKBS][4];  // all of the stage's words and scales first
 #pragma unroll
-  for (int kb = 0; kb < 2; ++kb) {
-    const int kblk = min(2 * kt + kb, t.KB - 1);
+  for (int kb = 0; kb < C::kKBS; ++kb) {
+    const int kblk = min(C::kKBS * kt + kb, t.KB - 1);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int row = wn * 32 + 8 * j + g;
-      w[kb][j] = *reinterpret_cast<const uint32_t*>(bs + row * kBRow + kb * 16 + q * 4);
+      w[kb][j] = *reinterpret_cast<const uint32_t*>(bs + row * C::kBRow + kb * 16 + q * 4);
       sc[kb][j] = ssc[row * t.KB + kblk];
     }
   }
 #pragma unroll
-  for (int kb = 0; kb < 2; ++kb) {
+  for (int kb = 0; kb < C::kKBS; ++kb) {
     uint32_t b[4][4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -111,10 +114,11 @@ __device__ __forceinline__ void compute_stage(const uint8_t* as, const uint8_t* 
     }
     const int chunk = (4 * kb + q) ^ ((g & 1) << 2);
 #pragma unroll
-    for (int f = 0; f < 4; ++f) {
+    for (int f = 0; f < C::kMF; ++f) {
       if (f >= t.nf) break;
-      const uint4 lo = *reinterpret_cast<const uint4*>(as + (16 * f + g) * 128 + chunk * 16);
-      const uint4 hi = *reinterpret_cast<const uint4*>(as + (16 * f + g + 8) * 128 + chunk * 16);
+      const uint8_t* a0 = as + (16 * f + g) * (C::kCPR * 16) + chunk * 16;
+      const uint4 lo = *reinterpret_cast<const uint4*>(a0);
+      const uint4 hi = *reinterpret_cast<const uint4*>(a0 + 8 * (C::kCPR * 16));
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         mma_bf16(acc[f][j], lo, hi, 0, b[j][0], b[j][1]);
@@ -125,9 +129,9 @@ __device__ __forceinline__ void compute_stage(const uint8_t* as, const uint8_t* 
 }
 
 // Epilogues. Accumulator (f, j, 2h + u): row 16f + g + 8h, column n0 + 32 wn + 8j + 2q + u.
-template <bool kGateUp>
+template <bool kGateUp, class C>
 __device__ __forceinline__ void epilogue(const GemmArgs& g, const Tile& t, const int32_t* spair,
-                                         float (&acc)[4][4][4]) {
+                                         float (&acc)[C::kMF][4][4]) {
   const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4, wn = threadIdx.x / 32;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -136,7 +140,7 @@ __device__ __forceinline__ void epilogue(const GemmArgs& g, const Tile& t, const
     const float b0 = g.bias[static_cast<size_t>(t.e) * g.N + n];
     const float b1 = g.bias[static_cast<size_t>(t.e) * g.N + n + 1];
 #pragma unroll
-    for (int f = 0; f < 4; ++f) {
+    for (int f = 0; f < C::kMF; ++f) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = 16 * f + gr + 8 * h;
@@ -181,21 +185,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(G
   extern __shared__ __align__(16) uint8_t smem[];
   const int2 td = g.tiles[blockIdx.x];
   Tile t;
-  t.e = td.x, t.row0 = td.y, t.rows = min(kBM, g.offsets[t.e + 1] - t.row0);
+  t.e = td.x, t.row0 = td.y, t.rows = min(C::kBMc, g.offsets[t.e + 1] - t.row0);
   t.nf = (t.rows + 15) / 16;
-  t.n0 = blockIdx.y * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + 1) / 2;
+  t.n0 = blockIdx.y * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + C::kKBS - 1) / C::kKBS;
   uint8_t* as = smem;
   uint8_t* bs = as + C::kStages * C::kAStage;
   uint8_t* ssc_raw = bs + C::kStages * C::kBStage;
   auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((C::kBN * t.KB + 47) & ~15));
   const int tid = threadIdx.x;
-  if (tid < kBM) spair[tid] = g.perm[t.row0 + min(tid, t.rows - 1)];
+  for (int r = tid; r < C::kBMc; r += C::kThreads) spair[r] = g.perm[t.row0 + min(r, t.rows - 1)];
   const uint8_t* ssc = load_scales<C>(ssc_raw, g, t);  // joins the first cp.async group
   __syncthreads();
   const uint16_t* arow[C::kAIters];
 #pragma unroll
   for (int i = 0; i < C::kAIters; ++i) {
-    const int r = tid / 8 + (C::kThreads / 8) * i;
+    const int r = tid / C::kCPR + (C::kThreads / C::kCPR) * i;
     const size_t src = kGateUp ? spair[r] / g.k : t.row0 + min(r, t.rows - 1);
     arow[i] = g.a + src * g.K;
   }
@@ -207,7 +211,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(G
     }
     cp_commit();
   }
-  float acc[4][4][4] = {};
+  float acc[C::kMF][4][4] = {};
   for (int kt = 0; kt < t.nk; ++kt) {
     cp_wait<C::kStages - 2>();
     __syncthreads();
@@ -218,14 +222,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(G
     }
     cp_commit();
     const int slot = kt % C::kStages;
-    compute_stage(as + slot * C::kAStage, bs + slot * C::kBStage, ssc, kt, t, acc);
+    compute_stage<C>(as + slot * C::kAStage, bs + slot * C::kBStage, ssc, kt, t, acc);
   }
   cp_wait<0>();
-  epilogue<kGateUp>(g, t, spair, acc);
+  epilogue<kGateUp, C>(g, t, spair, acc);
 }
 
 template <bool kGateUp, class C>
 Status launch_cfg(const GemmArgs& g, cudaStream_t s, const char* name) {
+  if (C::kBMc != variant_bm(g.variant)) {  // the route kernel built the tile list with variant_bm
+    return Internal(std::string(name) + ": variant " + std::to_string(g.variant) + " has " +
+                    std::to_string(C::kBMc) + "-row tiles, variant_bm says " +
+                    std::to_string(variant_bm(g.variant)));
+  }
   const size_t smem = C::smem_bytes(g.K);
   if (smem > 227 * 1024) {
     return Unsupported(std::string(name) + ": K = " + std::to_string(g.K) +
@@ -242,15 +251,17 @@ Status launch_cfg(const GemmArgs& g, cudaStream_t s, const char* name) {
 // The configurations selectable by GemmArgs::variant (see kernels.h).
 template <bool kGateUp>
 Status launch_gemm(const GemmArgs& g, cudaStream_t s, const char* name) {
-  switch (resolve_variant(g.variant)) {
+  switch (g.variant) {
     case 0:
-      return launch_cfg<kGateUp, Cfg<4, 4, 3>>(g, s, name);
+      return launch_cfg<kGateUp, Cfg<4, 4, 2, 4, 3>>(g, s, name);
     case 1:
-      return launch_cfg<kGateUp, Cfg<4, 3, 4>>(g, s, name);
+      return launch_cfg<kGateUp, Cfg<4, 4, 2, 3, 4>>(g, s, name);
     case 2:
-      return launch_cfg<kGateUp, Cfg<8, 3, 2>>(g, s, name);
+      return launch_cfg<kGateUp, Cfg<8, 4, 2, 3, 2>>(g, s, name);
     case 3:
-      return launch_cfg<kGateUp, Cfg<8, 4, 2>>(g, s, name);
+      return launch_cfg<kGateUp, Cfg<8, 4, 2, 4, 2>>(g, s, name);
+    case 6:
+      return launch_cfg<kGateUp, Cfg<4, 2, 4, 3, 3>>(g, s, name);
     case kWgmmaVariant:
     case kWgmmaVariant + 1:
       return kGateUp ? launch_wgmma_gate_up(g, s) : launch_wgmma_down(g, s);

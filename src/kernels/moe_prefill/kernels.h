@@ -26,35 +26,46 @@ struct GemmArgs {
   float* y = nullptr;                // down output [pairs, N] f32
   const float* weights = nullptr;    // [pairs] routing weights (down)
   int N = 0, K = 0, k = 0, max_tiles = 0;
-  int variant = -1;  // tile configuration, see kVariants; -1: kDefaultVariant
+  int variant = 1;  // tile configuration 0 .. kVariants - 1 (resolved: not -1)
   float alpha = 1.702f, limit = 7.0f;
 };
 
-// Tile configurations (gemm.cu): warps along n (BN = 32 x warps), ring stages, min blocks/SM.
-//   0: 4 warps, 4 stages, 3/SM   1: 4 warps, 3 stages, 4/SM
-//   2: 8 warps, 3 stages, 2/SM   3: 8 warps, 4 stages, 2/SM
+// Tile configurations (gemm.cu): warps along n (BN = 32 x warps), tile rows BM (m16 fragments
+// x 16), MX blocks per K stage (KBS), ring stages, min blocks/SM:
+//   v   warps  BM  KBS  stages  /SM
+//   0   4      64  2    4       3
+//   1   4      64  2    3       4     default for > kSmallMaxRows rows per expert
+//   2   8      64  2    3       2
+//   3   8      64  2    4       2
+//   6   4      32  4    3       3     default for <= kSmallMaxRows rows per expert
 //   4: wgmma (wgmma.cu): transposed product, decoded weights as the register operand,
-//      6-slot ring, 2/SM   5: the same with a 4-slot ring, 3/SM
-//   The wgmma variants are EXPERIMENTAL: not verified on a GPU in their current form (their
-//   test is DISABLED_, see docs/moe-prefill.md); 0..3 are tested.
-inline constexpr int kVariants = 6;
-inline constexpr int kWgmmaVariant = 4;    // first wgmma variant; all >= 4 are wgmma
-inline constexpr int kTestedVariants = 4;  // 0..3
-inline constexpr int kDefaultVariant = 1;  // fastest measured (docs/moe-prefill.md)
+//      6-slot ring, 2/SM, BM 64   5: the same with a 4-slot ring, 3/SM
+// -1 (default) picks by the mean rows per expert (pick_variant). Measured alternatives that lost
+// everywhere (BM 128, BM 32 with KBS 2, BM 64 with KBS 4): docs/moe-prefill.md.
+inline constexpr int kVariants = 7;
+inline constexpr int kWgmmaVariant = 4;   // variants 4 and 5 are wgmma
+inline constexpr int kSmallVariant = 6;   // few rows per expert (weight streaming)
+inline constexpr int kLargeVariant = 1;   // more rows per expert
+inline constexpr int kSmallMaxRows = 24;  // mean rows per expert up to which kSmallVariant is used
 
-// Both dispatch on g.variant (variants >= 4 forward to the wgmma launchers below). The
-// activations (xb and act) must be stored in the variant's k order: perm8 groups for 0..3,
-// perm32 blocks for the wgmma variants (bits.h).
+inline bool is_wgmma_variant(int v) {
+  return v == kWgmmaVariant || v == kWgmmaVariant + 1;
+}
+// The default for `pairs` (token, expert) pairs over n_experts experts.
+inline int pick_variant(long long pairs, int n_experts) {
+  return pairs <= static_cast<long long>(kSmallMaxRows) * n_experts ? kSmallVariant : kLargeVariant;
+}
+// Token rows per tile of variant v (>= 0): the tile list of the route kernel uses it.
+inline int variant_bm(int v) {
+  return v == kSmallVariant ? 32 : 64;
+}
+
+// Both dispatch on g.variant (variants 4 and 5 forward to the wgmma launchers below). The
+// activations (xb and act) must be stored in the variant's k order: perm8 groups for the
+// mma.sync variants, perm32 blocks for the wgmma variants (bits.h).
 Status launch_gemm_gate_up(const GemmArgs& g, cudaStream_t s);
 Status launch_gemm_down(const GemmArgs& g, cudaStream_t s);
 Status launch_wgmma_gate_up(const GemmArgs& g, cudaStream_t s);
 Status launch_wgmma_down(const GemmArgs& g, cudaStream_t s);
-
-inline int resolve_variant(int v) {
-  return v < 0 ? kDefaultVariant : v;
-}
-inline bool is_wgmma_variant(int v) {
-  return resolve_variant(v) >= kWgmmaVariant;
-}
 
 }  // namespace gossamer::kern::moe_prefill

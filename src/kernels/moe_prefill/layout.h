@@ -6,7 +6,8 @@
 
 namespace gossamer::kern::moe_prefill {
 
-inline constexpr int kBM = 64;            // token rows per GEMM tile (one expert per tile)
+inline constexpr int kBM = 64;            // token rows per tile of the wgmma variants
+inline constexpr int kMinBM = 32;         // smallest tile of any variant (sizes the tile list)
 inline constexpr int kMaxExperts = 4096;  // route kernel keeps 3 ints per expert in smem
 
 // Byte offsets of the workspace regions (each 256-byte aligned).
@@ -19,18 +20,24 @@ struct Layout {
   size_t act = 0;      // bf16 [T*k, I] sorted rows (k-permuted groups of 8)
   size_t y = 0;        // f32 [T*k, H] per pair, routing weight applied
   size_t total = 0;
-  int max_tiles = 0;
+  int max_tiles = 0;  // for the smallest tile (kMinBM rows)
 };
 
 inline size_t align256(size_t v) {
   return (v + 255) & ~size_t{255};
 }
 
+// Tiles of `bm` rows needed in the worst case for `pairs` pairs over n_experts experts: every
+// used expert may leave one partial tile.
+inline int max_tiles_for(size_t pairs, int n_experts, int bm) {
+  const size_t e_used = pairs < static_cast<size_t>(n_experts) ? pairs : n_experts;
+  return static_cast<int>((pairs + bm - 1) / bm + e_used);
+}
+
 inline Layout make_layout(int tokens, int k, int hidden, int inter, int n_experts) {
   Layout l;
   const size_t pairs = static_cast<size_t>(tokens) * k;
-  const size_t e_used = pairs < static_cast<size_t>(n_experts) ? pairs : n_experts;
-  l.max_tiles = static_cast<int>((pairs + kBM - 1) / kBM + e_used);
+  l.max_tiles = max_tiles_for(pairs, n_experts, kMinBM);
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t here = at;

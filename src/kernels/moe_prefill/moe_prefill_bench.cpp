@@ -1,7 +1,9 @@
 // MoE prefill micro-benchmark: whole launch_moe_prefill and its two grouped GEMMs, for the 20b /
-// 120b layer shapes. Optional argv[1]: substring of the case name.
+// 120b layer shapes. Optional argv[1]: substring of the case name ("" = all); argv[2]: the
+// GEMM variants to time, comma-separated (default: all).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <set>
@@ -27,7 +29,8 @@ void line(const std::string& what, double flop, double bytes, double ms, double 
               100 * gbs / copy_gbs);
 }
 
-void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng) {
+void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng,
+                const std::vector<int>& variants) {
   const size_t H = c.hidden, I = c.inter, E = c.n_experts, T = c.tokens;
   testing::DevBuf<uint8_t> gb(E * 2 * I * H / 2), gs(E * 2 * I * H / 32), db(E * H * I / 2),
       ds(E * H * I / 32),
@@ -56,7 +59,7 @@ void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng) 
   MoePrefillParams p{gb.get(), gs.get(),  gbias.get(), db.get(),  ds.get(),   dbias.get(),
                      x.get(),  ids.get(), w.get(),     res.get(), ws.get(),   ws.bytes(),
                      c.tokens, c.k,       c.hidden,    c.inter,   c.n_experts};
-  for (int v = 0; v < moe_prefill::kVariants; ++v) {  // fail early, before any timing
+  for (int v : variants) {  // fail early, before any timing
     p.gemm_variant = v;
     const gossamer::Status st = launch_moe_prefill(p, 0);
     if (!st.ok() || cudaDeviceSynchronize() != cudaSuccess) {
@@ -76,14 +79,20 @@ void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng) 
   g.offsets = reinterpret_cast<const int32_t*>(base + l.offsets);
   g.ntiles = reinterpret_cast<const int32_t*>(base + l.ntiles);
   g.tiles = reinterpret_cast<const int2*>(base + l.tiles);
-  g.k = c.k, g.max_tiles = l.max_tiles;
+  g.k = c.k;
   auto* act = reinterpret_cast<uint16_t*>(base + l.act);
-  for (int v = 0; v < moe_prefill::kVariants; ++v) {
+  p.gemm_variant = -1;
+  const int def = moe_prefill::pick_variant(static_cast<long long>(pairs), c.n_experts);
+  line("whole, default (v" + std::to_string(def) + ")", gu_flop + dn_flop, gu_bytes + dn_bytes,
+       testing::time_ms([&] { (void)launch_moe_prefill(p, 0); }, iters), copy_gbs);
+  for (int v : variants) {
     const std::string tag = " [v" + std::to_string(v) + "]";
     p.gemm_variant = v;  // whole call first: leaves xb / act in this variant's k order
     double ms = testing::time_ms([&] { (void)launch_moe_prefill(p, 0); }, iters);
     line("whole (5 kernels)" + tag, gu_flop + dn_flop, gu_bytes + dn_bytes, ms, copy_gbs);
-    g.variant = v;
+    g.variant = v;  // the tile list in the workspace is this variant's (variant_bm rows)
+    g.max_tiles = moe_prefill::max_tiles_for(static_cast<size_t>(pairs), c.n_experts,
+                                             moe_prefill::variant_bm(v));
     g.blocks = gb.get(), g.scales = gs.get(), g.bias = gbias.get();
     g.a = reinterpret_cast<const uint16_t*>(base + l.xb);
     g.act = act, g.y = nullptr, g.weights = nullptr;
@@ -109,11 +118,26 @@ int main(int argc, char** argv) {
   std::printf(
       "FLOP = 2 T k (H 2I + I H); bytes = MXFP4 weights of the experts used (17/16 "
       "B per 2 values)\n");
+  std::vector<int> variants;
+  if (argc > 2) {
+    for (const char* s = argv[2]; *s != 0;) {
+      char* end = nullptr;
+      const long v = std::strtol(s, &end, 10);
+      if (end == s || v < 0 || v >= moe_prefill::kVariants) {
+        std::fprintf(stderr, "moe_prefill_bench: bad variant list '%s'\n", argv[2]);
+        return 2;
+      }
+      variants.push_back(static_cast<int>(v));
+      s = *end == ',' ? end + 1 : end;
+    }
+  } else {
+    for (int v = 0; v < moe_prefill::kVariants; ++v) variants.push_back(v);
+  }
   std::mt19937_64 rng(1);
   for (const auto& c : kMoePrefillCases) {
     if (!c.in_bench) continue;
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
-    bench_case(c, copy, rng);
+    bench_case(c, copy, rng, variants);
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "kernels/moe_prefill/bits.h"
 #include "kernels/moe_prefill/cases.h"
 #include "kernels/moe_prefill/kernels.h"
+#include "kernels/moe_prefill/layout.h"
 #include "kernels/moe_prefill/params.h"
 
 namespace gossamer::kern {
@@ -145,7 +146,7 @@ void compare(const MoePrefillCase& c, int variant, const Inputs& in, const std::
   EXPECT_LT(e, 1e-2) << c.name << " variant " << variant;  // bf16 activations: expect ~3e-3
 }
 
-void check_cases(bool layer_shapes, int v_lo, int v_hi) {
+void check_cases(bool layer_shapes, const std::vector<int>& variants) {
   std::mt19937_64 rng(testing::fresh_seed(layer_shapes ? "moe_prefill layers" : "moe_prefill"));
   for (const auto& c : kMoePrefillCases) {
     if (!c.in_test || (c.check_tokens > 0) != layer_shapes) continue;
@@ -168,7 +169,7 @@ void check_cases(bool layer_shapes, int v_lo, int v_hi) {
     cudaMemset(d.ws.get(), 0xff, d.ws.bytes());  // poison: unwritten scratch reads as NaN
     MoePrefillParams p;
     std::vector<std::vector<float>> outs;
-    for (int v = v_lo; v < v_hi; ++v) {
+    for (int v : variants) {
       outs.push_back(run_gpu(c, in, d, v, &p));
       const auto again = run_gpu(c, in, d, v, &p);
       EXPECT_TRUE(outs.back() == again) << c.name << " variant " << v << ": runs differ";
@@ -177,24 +178,46 @@ void check_cases(bool layer_shapes, int v_lo, int v_hi) {
     const MoePrefillHost h{&in.gu_blk, &in.gu_sc, &in.dn_blk, &in.dn_sc, &in.gu_b,
                            &in.dn_b,   &in.x,     &in.w,      &in.resid, &in.ids};
     const auto ref = ref_parallel(h, p, tokens);
-    for (int v = v_lo; v < v_hi; ++v) compare(c, v, in, outs[v - v_lo], ref, tokens);
+    for (size_t i = 0; i < variants.size(); ++i) compare(c, variants[i], in, outs[i], ref, tokens);
   }
 }
 
-// The tested GEMM variants 0..3 (mma.sync); the default is one of them.
+// The mma.sync GEMM variants and the default (-1: picked by rows per expert, pick_variant).
+std::vector<int> mma_variants() {
+  std::vector<int> v{-1};
+  for (int i = 0; i < moe_prefill::kVariants; ++i) {
+    if (!moe_prefill::is_wgmma_variant(i)) v.push_back(i);
+  }
+  return v;
+}
+
 TEST(MoePrefill, SmallCasesMatchFp64) {
-  check_cases(false, 0, moe_prefill::kTestedVariants);
+  check_cases(false, mma_variants());
 }
 
 TEST(MoePrefill, LayerShapesMatchFp64Sampled) {
-  check_cases(true, 0, moe_prefill::kTestedVariants);
+  check_cases(true, mma_variants());
 }
 
-// The experimental wgmma variants: their first version FAILED this test on the H200 (register
-// race, see wgmma.cu); the fixed version passed it there (2026-11-22, worst rel. err 1.6e-3).
+// The wgmma variants: their first version FAILED this test on the H200 (register race, see
+// wgmma.cu); the fixed version passed it there (2026-11-22, worst rel. err 1.6e-3).
 TEST(MoePrefill, WgmmaVariantsMatchFp64) {
-  check_cases(false, moe_prefill::kTestedVariants, moe_prefill::kVariants);
-  check_cases(true, moe_prefill::kTestedVariants, moe_prefill::kVariants);
+  const std::vector<int> v{moe_prefill::kWgmmaVariant, moe_prefill::kWgmmaVariant + 1};
+  check_cases(false, v);
+  check_cases(true, v);
+}
+
+// The default: 32-row tiles with 128-wide K stages while experts get few rows on average.
+TEST(MoePrefill, DefaultVariantFollowsRowsPerExpert) {
+  using moe_prefill::pick_variant;
+  EXPECT_EQ(pick_variant(512 * 4, 128), moe_prefill::kSmallVariant);   // 16 rows per expert
+  EXPECT_EQ(pick_variant(128 * 4, 32), moe_prefill::kSmallVariant);    // 16
+  EXPECT_EQ(pick_variant(2048 * 4, 128), moe_prefill::kLargeVariant);  // 64
+  EXPECT_EQ(pick_variant(512 * 4, 32), moe_prefill::kLargeVariant);    // 64
+  EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kSmallVariant), 32);
+  for (int v = 0; v < moe_prefill::kVariants; ++v) {
+    EXPECT_GE(moe_prefill::variant_bm(v), moe_prefill::kMinBM) << v;  // the tile list's bound
+  }
 }
 
 // The CPU reference against a value derived by hand: every E2M1 code 0x2 (= 1.0) with scale

@@ -9,7 +9,8 @@
 //
 // launch_moe_prefill enqueues (no host synchronisation, no allocation: CUDA-graph capturable):
 //  1. moe_prefill_route: one block; per-expert counts, exclusive scan -> offsets, scatter of the
-//     (token, slot) pairs into expert-sorted order, the (expert, 64-row tile) list;
+//     (token, slot) pairs into expert-sorted order, the (expert, tile) list (tile rows per
+//     variant);
 //  2. moe_prefill_x_bf16: x [T, H] f32 -> bf16 (k order permuted for the GEMM variant, gemm.cu);
 //  3. moe_prefill_gemm<gate_up>: grouped GEMM (mma.sync bf16, MXFP4 decoded to bf16 in regs from
 //     raw 4-bit tiles staged by cp.async), epilogue bias + clamped SwiGLU -> act bf16 (sorted);
@@ -48,7 +49,7 @@ struct MoePrefillParams {
   size_t workspace_bytes = 0;
   int tokens = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   float alpha = 1.702f, limit = 7.0f;
-  // GEMM variant (tests / bench): -1 default, 0..5 (kernels.h; 4 and 5 are untested).
+  // GEMM variant (tests / bench): -1 default (by rows per expert), 0..6 (kernels.h).
   int gemm_variant = -1;
   Status validate() const;
 };

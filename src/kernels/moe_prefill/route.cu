@@ -11,14 +11,13 @@
 namespace gossamer::kern {
 namespace {
 
-using moe_prefill::kBM;
-
 constexpr int kRouteThreads = 1024;
 
 // One block. smem: cnt[E], cur[E], toff[E]. ids outside [0, E) are dropped.
-//   offsets [E + 1], ntiles [1], tiles [max_tiles] (expert, first sorted row), perm [pairs].
+//   offsets [E + 1], ntiles [1], tiles [max_tiles] (expert, first sorted row) of bm rows,
+//   perm [pairs].
 __global__ void __launch_bounds__(kRouteThreads)
-    moe_prefill_route(const int32_t* __restrict__ ids, int pairs, int E,
+    moe_prefill_route(const int32_t* __restrict__ ids, int pairs, int E, int bm,
                       int32_t* __restrict__ offsets, int32_t* __restrict__ ntiles,
                       int2* __restrict__ tiles, int32_t* __restrict__ perm) {
   extern __shared__ int32_t sm[];
@@ -35,7 +34,7 @@ __global__ void __launch_bounds__(kRouteThreads)
     int rows = 0, ntile = 0;
     for (int base = 0; base < E; base += 32) {
       const int e = base + lane;
-      const int c = e < E ? cnt[e] : 0, tc = (c + kBM - 1) / kBM;
+      const int c = e < E ? cnt[e] : 0, tc = (c + bm - 1) / bm;
       int ic = c, it = tc;
       for (int o = 1; o < 32; o <<= 1) {
         const int vc = __shfl_up_sync(0xffffffffu, ic, o), vt = __shfl_up_sync(0xffffffffu, it, o);
@@ -53,7 +52,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   }
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    for (int i = 0; i * kBM < cnt[e]; ++i) tiles[toff[e] + i] = make_int2(e, cur[e] + i * kBM);
+    for (int i = 0; i * bm < cnt[e]; ++i) tiles[toff[e] + i] = make_int2(e, cur[e] + i * bm);
   }
   __syncthreads();
   for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
@@ -138,6 +137,8 @@ Status launch_moe_prefill(const MoePrefillParams& p, cudaStream_t stream) {
   auto* act = reinterpret_cast<uint16_t*>(ws + l.act);
   auto* y = reinterpret_cast<float*>(ws + l.y);
   const int pairs = p.tokens * p.k;
+  const int variant = p.gemm_variant < 0 ? pick_variant(pairs, p.n_experts) : p.gemm_variant;
+  const int bm = variant_bm(variant);
 
   const size_t route_smem = sizeof(int32_t) * 3 * p.n_experts;
   if (route_smem > 48 * 1024) {
@@ -145,11 +146,11 @@ Status launch_moe_prefill(const MoePrefillParams& p, cudaStream_t stream) {
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(route_smem)));
   }
-  moe_prefill_route<<<1, kRouteThreads, route_smem, stream>>>(p.ids, pairs, p.n_experts, offsets,
-                                                              ntiles, tiles, perm);
+  moe_prefill_route<<<1, kRouteThreads, route_smem, stream>>>(p.ids, pairs, p.n_experts, bm,
+                                                              offsets, ntiles, tiles, perm);
   GS_RETURN_IF_ERROR(launch_status("moe_prefill_route"));
 
-  if (is_wgmma_variant(p.gemm_variant)) {
+  if (is_wgmma_variant(variant)) {
     const size_t blocks = static_cast<size_t>(p.tokens) * p.hidden / 32;
     moe_prefill_x_bf16_p32<<<blocks_for(blocks, 256), 256, 0, stream>>>(p.x, xb, blocks);
   } else {
@@ -161,8 +162,8 @@ Status launch_moe_prefill(const MoePrefillParams& p, cudaStream_t stream) {
 
   GemmArgs g;
   g.perm = perm, g.offsets = offsets, g.ntiles = ntiles, g.tiles = tiles;
-  g.k = p.k, g.max_tiles = l.max_tiles, g.variant = p.gemm_variant, g.alpha = p.alpha,
-  g.limit = p.limit;
+  g.k = p.k, g.max_tiles = max_tiles_for(pairs, p.n_experts, bm), g.variant = variant;
+  g.alpha = p.alpha, g.limit = p.limit;
   g.blocks = p.gu_blocks, g.scales = p.gu_scales, g.bias = p.gu_bias, g.a = xb, g.act = act;
   g.N = 2 * p.inter, g.K = p.hidden;
   GS_RETURN_IF_ERROR(launch_gemm_gate_up(g, stream));

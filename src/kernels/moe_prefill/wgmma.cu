@@ -329,13 +329,13 @@ Status wlaunch(const GemmArgs& g, cudaStream_t s, const char* name) {
 
 // Variant 4: 6-slot ring, 4 stages ahead, 2 blocks/SM; variant 5: 4 slots, 2 ahead, 3 blocks/SM.
 Status launch_wgmma_gate_up(const GemmArgs& g, cudaStream_t s) {
-  if (resolve_variant(g.variant) == kWgmmaVariant) {
+  if (g.variant == kWgmmaVariant) {
     return wlaunch<true, WCfg<6, 4, 2>>(g, s, "moe_prefill_wgmma<gate_up>");
   }
   return wlaunch<true, WCfg<4, 2, 3>>(g, s, "moe_prefill_wgmma<gate_up, 3/SM>");
 }
 Status launch_wgmma_down(const GemmArgs& g, cudaStream_t s) {
-  if (resolve_variant(g.variant) == kWgmmaVariant) {
+  if (g.variant == kWgmmaVariant) {
     return wlaunch<false, WCfg<6, 4, 2>>(g, s, "moe_prefill_wgmma<down>");
   }
   return wlaunch<false, WCfg<4, 2, 3>>(g, s, "moe_prefill_wgmma<down, 3/SM>");
