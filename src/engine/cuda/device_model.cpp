@@ -94,6 +94,8 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_ASSIGN_OR_RETURN(w.part_o, alloc_n<float>(part_rows * QD, "attention partials"));
   GS_ASSIGN_OR_RETURN(
       w.part_ml, alloc_n<float>(part_rows * cfg.num_attention_heads * 2, "attention partials"));
+  GS_ASSIGN_OR_RETURN(w.attn_tickets, alloc_n<int32_t>(R_max * kvh, "attention tickets"));
+  GS_CUDA_RETURN(cudaMemset(w.attn_tickets, 0, R_max * kvh * sizeof(int32_t)));
   GS_ASSIGN_OR_RETURN(w.router, alloc_n<float>(R_max * E, "router logits"));
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));

@@ -120,6 +120,7 @@ kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, co
   ap.pos = m.in.pos;
   ap.part_o = m.ws.part_o;
   ap.part_ml = m.ws.part_ml;
+  ap.tickets = m.ws.attn_tickets;  // one-kernel decode attention (batch <= 64)
   ap.out = m.ws.attn;
   ap.batch = rows;
   ap.n_heads = d.nh;
@@ -150,6 +151,7 @@ Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, in
   gp.n_experts = d.E;
   gp.alpha = 1.702f;
   gp.limit = static_cast<float>(m.cfg.swiglu_limit);
+  gp.pdl = d.pdl;  // honoured by the default streaming kernels (moe/params.h: pipe 6)
   GS_RETURN_IF_ERROR(kern::launch_moe_gate_up(gp, m.stream));
   kern::MoeDownParams dp;
   dp.blocks = L.dn_blocks;
@@ -164,6 +166,7 @@ Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, in
   dp.hidden = d.H;
   dp.inter = d.I;
   dp.n_experts = d.E;
+  dp.pdl = d.pdl;  // down follows this gate_up: ids / weights final before its pdl_wait
   return kern::launch_moe_down(dp, m.stream);
 }
 

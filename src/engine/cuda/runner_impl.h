@@ -54,6 +54,7 @@ struct Workspace {
   float* attn = nullptr;               // [R_max, nh * 64]
   float* part_o = nullptr;             // [max R*splits, nh, 64]
   float* part_ml = nullptr;            // [max R*splits, nh, 2]
+  int32_t* attn_tickets = nullptr;     // [R_max, kvh] zero; decode attention re-zeroes them
   float* router = nullptr;             // [R_max, E]
   int32_t* ids = nullptr;              // [R_max, k]
   float* rw = nullptr;                 // [R_max, k]

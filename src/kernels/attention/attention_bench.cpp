@@ -1,6 +1,9 @@
 // attention bench (decode): each case timed two ways. "host": back-to-back launches from the
 // host (launch-bound below ~17 us on the H200: that is the host floor, not the GPU time).
-// "graph": 20 launches captured in a CUDA graph (as the decode step runs), replayed; per launch.
+// "graph": 20 launches captured in a CUDA graph (as the decode step runs), replayed; per launch;
+// "graph+pdl": the same with programmatic dependent launch (as the runner launches it).
+// Configurations: "kK rS" = kernel K, ring depth S, split + combine kernels; "1k kK rS tT" =
+// the one-kernel decode (tickets) with split_tiles T.
 // Usage: attention_bench [case-substring]
 #include <algorithm>
 #include <cstdio>
@@ -50,7 +53,14 @@ double graph_ms(const AttnParams& p) {
   return ms;
 }
 
-void bench_case(const AttnCase& c, int kernel, int stages, double ceil) {
+struct BenchCfg {
+  int kernel, stages;
+  bool one_kernel;
+  int split_tiles;
+};
+
+void bench_case(const AttnCase& c, const BenchCfg& cfg, double ceil) {
+  const int kernel = cfg.kernel, stages = cfg.stages;
   const int bs = 16, D = 64, max_blocks = (c.ctx + bs - 1) / bs, nblk = c.batch * max_blocks;
   AttnParams p;
   p.batch = c.batch;
@@ -68,7 +78,11 @@ void bench_case(const AttnCase& c, int kernel, int stages, double ceil) {
   testing::DevBuf<float> q(static_cast<size_t>(c.batch) * c.n_heads * D), s(c.n_heads),
       out(q.size()), po(static_cast<size_t>(c.batch) * c.n_heads * p.splits * D),
       ml(po.size() / 32);
-  testing::DevBuf<int32_t> pos(c.batch), table(static_cast<size_t>(nblk));
+  testing::DevBuf<int32_t> pos(c.batch), table(static_cast<size_t>(nblk)),
+      tickets(static_cast<size_t>(c.batch) * c.n_kv_heads);
+  cudaMemset(tickets.get(), 0, tickets.bytes());
+  if (cfg.one_kernel) p.tickets = tickets.get();
+  p.split_tiles = cfg.split_tiles;
   std::vector<int32_t> t(nblk), ps(c.batch, c.ctx - 1);
   for (int i = 0; i < nblk; ++i) t[i] = i;
   table.upload(t);
@@ -88,15 +102,20 @@ void bench_case(const AttnCase& c, int kernel, int stages, double ceil) {
   p.out = out.get();
   const int keys = c.window > 0 ? std::min(c.window, c.ctx) : c.ctx;
   const double bytes = 2.0 * 2 * D * c.n_kv_heads * static_cast<double>(keys) * c.batch;
-  const std::string name = "k" + std::to_string(kernel) + " r" + std::to_string(stages) + " " +
+  const std::string name = (cfg.one_kernel ? "1k t" + std::to_string(cfg.split_tiles) + " " : "") +
+                           "k" + std::to_string(kernel) + " r" + std::to_string(stages) + " " +
                            c.name + " s" + std::to_string(p.splits);
   const double ms = testing::time_ms([&] { (void)launch_attention(p, 0); }, 50);
   testing::print_bench_line(name + " host", bytes, ms, ceil);
-  const double gms = graph_ms(p);
-  if (gms > 0) {
-    testing::print_bench_line(name + " graph", bytes, gms, ceil);
-  } else {
-    std::printf("| %-44s | graph capture failed |\n", name.c_str());
+  for (const bool pdl : {false, true}) {
+    if (pdl && !cfg.one_kernel) continue;
+    p.pdl = pdl;
+    const double gms = graph_ms(p);
+    if (gms > 0) {
+      testing::print_bench_line(name + (pdl ? " graph+pdl" : " graph"), bytes, gms, ceil);
+    } else {
+      std::printf("| %-44s | graph capture failed |\n", name.c_str());
+    }
   }
 }
 
@@ -110,9 +129,10 @@ int main(int argc, char** argv) {
       "kernel 0: attn_decode_split_bf16kv_f32q + attn_combine_f32; kernels 1 (precise) / 2 "
       "(bf16): flash_attn narrow + combine; rN: cp.async ring depth (copy ceiling %.0f GB/s)\n",
       ceil);
-  const int cfgs[][2] = {{1, 2}, {1, 3}, {2, 2}, {0, 0}};  // (kernel, stages)
+  const BenchCfg cfgs[] = {{1, 2, false, 0}, {1, 3, true, 4}, {1, 4, true, 4},
+                           {1, 3, true, 2},  {1, 3, true, 8}, {2, 3, true, 4}};
   for (const auto& cfg : cfgs)
     for (const auto& c : kAttnCases)
-      if (argc < 2 || std::strstr(c.name, argv[1])) bench_case(c, cfg[0], cfg[1], ceil);
+      if (argc < 2 || std::strstr(c.name, argv[1])) bench_case(c, cfg, ceil);
   return 0;
 }

@@ -27,6 +27,8 @@ inline constexpr AttnCase kAttnCases[] = {
     {"gpt-oss b8 64/8 ctx 16384", 8, 64, 8, 0, 16384, 0, false},
     {"gpt-oss b8 64/8 ctx 131072", 8, 64, 8, 0, 131072, 0, false},
     {"gpt-oss b1 64/8 sliding 128 ctx 16384", 1, 64, 8, 128, 16384, 0, false},
+    {"gpt-oss b1 64/8 ctx 1024", 1, 64, 8, 0, 1024, 0, true},
+    {"gpt-oss b64 64/8 ctx 2048", 64, 64, 8, 0, 2048, 0, false},
 };
 
 }  // namespace gossamer::kern

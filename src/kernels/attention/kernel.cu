@@ -12,6 +12,7 @@
 // docs/attention.md.
 #include <cfloat>
 
+#include "kernels/attention/decode_mma.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
@@ -164,6 +165,7 @@ __global__ void __launch_bounds__(kD) attn_combine_f32(AttnParams p) {
 
 Status launch_attention(const AttnParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (p.kernel != 0 && p.tickets && p.batch <= 64) return launch_attention_decode_mma(p, s);
   if (p.kernel != 0) {
     FlashAttnParams f;
     f.q = p.q;

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -36,12 +37,24 @@ struct AttnParams {
   int kernel = 1;
   int stages = 0;    // kernels 1-2: cp.async ring depth (FlashAttnParams::stages), 0 default
   bool pdl = false;  // programmatic dependent launch (common/pdl.h)
+  // One-kernel decode (kernels 1-2, batch <= 64): with `tickets` set, attn_decode_mma_bf16kv_f32q
+  // chooses the number of splits per row on the device (ceil(key tiles / split_tiles), at most
+  // `splits`; idle CTAs exit), a single split writes `out` directly, and with several the last
+  // CTA of each (row, kv head) merges the partials (ticket counter) -- no combine kernel.
+  // [batch * n_kv_heads] int32, all zero before the launch; the kernel leaves them zero.
+  // Null: the split kernel + combine kernel of kernels/flash_attn.
+  int32_t* tickets = nullptr;
+  int split_tiles = 0;  // one-kernel decode: minimum 64-key tiles per split (0: default 4)
   Status validate() const;
 };
 
 // kernel 0: attn_decode_split_bf16kv_f32q (grid splits x kvh x batch) + attn_combine_f32;
-// kernel 1: launch_flash_attn (kernels/flash_attn/params.h) over the same buffers.
+// kernel 1: launch_flash_attn (kernels/flash_attn/params.h) over the same buffers, or with
+// `tickets` the one-kernel decode (decode_mma.cu).
 Status launch_attention(const AttnParams& p, cudaStream_t stream);
+// The kernel(s) launch_attention runs for a kernel-1/2 decode of `batch` rows with `splits`
+// (and tickets when `one_kernel`), e.g. "attn_decode_mma_bf16kv_f32q(splits<=64)".
+std::string attention_variant(int batch, int splits, bool one_kernel);
 // A split count that gives ~4 CTAs per SM for this batch and kv-head count (<= max_splits).
 int attention_splits(int batch, int n_kv_heads, int num_sms, int max_splits = 64);
 

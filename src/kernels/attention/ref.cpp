@@ -22,7 +22,19 @@ Status AttnParams::validate() const {
   }
   if (splits <= 0 || splits > 1024) return InvalidArgument(ctx + "splits must be in [1, 1024]");
   if (kernel < 0 || kernel > 2) return InvalidArgument(ctx + "kernel must be 0, 1 or 2");
+  if (split_tiles < 0) return InvalidArgument(ctx + "split_tiles must be >= 0");
+  if (stages != 0 && (stages < 2 || stages > 4)) {
+    return InvalidArgument(ctx + "stages must be 0 (default) or 2..4");
+  }
   return Status::Ok();
+}
+
+std::string attention_variant(int batch, int splits, bool one_kernel) {
+  if (one_kernel && batch <= 64) {
+    return "attn_decode_mma_bf16kv_f32q(splits<=" + std::to_string(splits) + ")";
+  }
+  return std::string("flash_attn_paged_bf16kv_f32q(splits=") + std::to_string(splits) + ")" +
+         (splits > 1 ? "+flash_attn_combine_f32" : "");
 }
 
 int attention_splits(int batch, int n_kv_heads, int num_sms, int max_splits) {

@@ -21,6 +21,7 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
 #include "kernels/common/split_combine.cuh"
+#include "kernels/flash_attn/mma.cuh"
 #include "kernels/flash_attn/params.h"
 
 namespace gossamer::kern {
@@ -30,46 +31,6 @@ constexpr int kD = 64, kBc = 64, kMaxTq = 128, kFar = 1 << 30;
 constexpr int kTileBytes = kBc * kD * 2;     // one K (or V) tile, bf16
 constexpr int kStaticSmem = 4 * kMaxTq * 4;  // s_seq, s_pos, s_lo, s_lead
 constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// c[16x8] += a[16x16] b[16x8], bf16 inputs, f32 accumulate.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// (lo, hi) -> bf16x2 (lo in the low half), round to nearest even.
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-// The bf16x2 residual (x - bf16(x)) of the pair packed in `hi`.
-__device__ __forceinline__ uint32_t pack_resid(float lo, float hi, uint32_t packed) {
-  return pack_bf16(lo - __uint_as_float(packed << 16), hi - __uint_as_float(packed & 0xffff0000u));
-}
 
 // Per-thread view of its two query rows (g and g + 8 of the warp's 16) within one segment.
 struct Rows {
