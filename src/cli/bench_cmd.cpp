@@ -6,7 +6,8 @@
 // emulated by filling the KV cache with random values (attention reads the same bytes as after
 // a real prefill). Each result: mean +- stddev over -r repetitions, the byte model of a decode
 // step (weights + KV read), achieved GB/s and % of the device-to-device copy bandwidth measured
-// at start-up.
+// at start-up. --kernel-profile: after each test, a few more iterations traced with CUPTI and a
+// per-kernel table (docs/kernel-profile.md).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "model/weights.h"
 #ifdef GOSSAMER_HAVE_CUDA
 #include "engine/cuda/cuda_runner.h"
+#include "engine/cuda/kernel_profile.h"
 #endif
 
 namespace gossamer::cli {
@@ -32,6 +34,7 @@ struct BenchArgs {
   int64_t chunk = 8192;  // prefill rows per forward (max_step_tokens)
   bool no_graph = false, prefill_split = false;
   bool no_pdl = false;
+  bool kernel_profile = false;  // CUPTI per-kernel breakdown after each test
 };
 
 #ifdef GOSSAMER_HAVE_CUDA
@@ -73,7 +76,7 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
 // step first (cuBLASLt plans are made on first use) unless N > 16384. TFLOP/s from
 // CudaModelRunner::prefill_flops, % against the GEMM ceiling measured at start.
 Status bench_pp(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t p, double gemm_ceil,
-                const std::string& name, nlohmann::json* results) {
+                const std::string& name, KernelTracer* tracer, nlohmann::json* results) {
   std::vector<double> tps, ms;
   if (p <= 16384) GS_RETURN_IF_ERROR(r.bench_prefill(p, d).status());
   for (int i = 0; i < a.reps; ++i) {
@@ -97,12 +100,21 @@ Status bench_pp(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t p, do
                       {"TFLOPs", tflops},
                       {"pct_of_gemm_ceiling", 100.0 * tflops / gemm_ceil},
                       {"device_mem_used_GiB", mem.ok() ? *mem : -1.0}});
+  if (tracer) {  // 2 more prefills, traced
+    GS_ASSIGN_OR_RETURN(KernelProfile kp,
+                        profile_prefill(r, *tracer, p, d, 2, mean_sd(ms).first * 1e3));
+    std::printf("\n%s\n",
+                format_kernel_profile(kp, "kernel profile: pp" + std::to_string(p) + " depth " +
+                                              std::to_string(d) + " (CUPTI, per prefill)")
+                    .c_str());
+    results->back()["kernel_profile"] = kernel_profile_json(kp);
+  }
   return Status::Ok();
 }
 
 // tgN at depth d: N graph-replayed greedy decode steps per repetition (GPU time).
 Status bench_tg(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t n, double ceil,
-                const std::string& name, nlohmann::json* results) {
+                const std::string& name, KernelTracer* tracer, nlohmann::json* results) {
   std::vector<double> tps, ms;
   double bytes = 0;
   for (int i = 0; i < a.reps; ++i) {
@@ -125,6 +137,20 @@ Status bench_tg(CudaModelRunner& r, const BenchArgs& a, int64_t d, int64_t n, do
                       {"bytes_per_step_model", bytes},
                       {"GBps", gbs},
                       {"pct_of_copy_ceiling", 100.0 * gbs / ceil}});
+  // min(n, 32) more decode steps, traced. bench_decode always replays the decode graph; kernels
+  // without a graph id would be aggregated over the whole trace instead of per replay.
+  if (tracer) {
+    const int steps = static_cast<int>(std::min<int64_t>(n, 32));
+    GS_ASSIGN_OR_RETURN(KernelProfile kp,
+                        profile_decode(r, *tracer, a.batch, d, steps, /*graph=*/true,
+                                       mean_sd(ms).first * 1e3 / static_cast<double>(n)));
+    std::printf("\n%s\n",
+                format_kernel_profile(kp, "kernel profile: tg" + std::to_string(n) + " depth " +
+                                              std::to_string(d) + " batch " +
+                                              std::to_string(a.batch) + " (CUPTI, per decode step)")
+                    .c_str());
+    results->back()["kernel_profile"] = kernel_profile_json(kp);
+  }
   return Status::Ok();
 }
 
@@ -135,6 +161,12 @@ int run_bench(const BenchArgs& a) {
   };
   auto info = CudaModelRunner::device_info(0);
   if (!info.ok()) return fail(info.status());
+  std::unique_ptr<KernelTracer> tracer;  // libcupti is loaded only here
+  if (a.kernel_profile) {
+    auto t = KernelTracer::create();
+    if (!t.ok()) return fail(t.status().With("--kernel-profile"));
+    tracer = std::move(*t);
+  }
   auto ceil = CudaModelRunner::measure_copy_gbs(0);
   if (!ceil.ok()) return fail(ceil.status());
   auto gemm_ceil = CudaModelRunner::measure_gemm_tflops(0);
@@ -174,13 +206,15 @@ int run_bench(const BenchArgs& a) {
   nlohmann::json results = nlohmann::json::array();
   for (int64_t d : a.d) {
     for (int64_t p : a.p) {
-      if (Status s = p > 0 ? bench_pp(**r, a, d, p, *gemm_ceil, name, &results) : Status::Ok();
+      if (Status s = p > 0 ? bench_pp(**r, a, d, p, *gemm_ceil, name, tracer.get(), &results)
+                           : Status::Ok();
           !s.ok()) {
         return fail(s);
       }
     }
     for (int64_t n : a.n) {
-      if (Status s = n > 0 ? bench_tg(**r, a, d, n, *ceil, name, &results) : Status::Ok();
+      if (Status s =
+              n > 0 ? bench_tg(**r, a, d, n, *ceil, name, tracer.get(), &results) : Status::Ok();
           !s.ok()) {
         return fail(s);
       }
@@ -218,6 +252,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 16384));
   cmd->add_flag("--prefill-split-bf16", args->prefill_split,
                 "prefill GEMM activations as bf16 hi + lo (2 GEMMs each, ~fp32 accuracy)");
+  cmd->add_flag("--kernel-profile", args->kernel_profile,
+                "after each test, trace a few more iterations with CUPTI (libcupti, loaded only "
+                "then) and print a per-kernel time table");
   cmd->add_option("--json", args->json_path, "write results + metadata as JSON");
   cmd->callback([args, exit_code] {
     if (args->model_dir.empty() == args->synthetic.empty()) {

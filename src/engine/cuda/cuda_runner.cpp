@@ -79,10 +79,14 @@ std::string CudaModelRunner::kernel_path(int rows) const {
            graph;
   }
   const bool fused_router = kern::use_norm_router(static_cast<int>(m.cfg.num_local_experts));
+  kern::NormRouterParams router;  // only the shape matters for the variant's name
+  router.hidden = static_cast<int>(m.cfg.hidden_size);
+  router.n_experts = static_cast<int>(m.cfg.num_local_experts);
+  router.batch = rows;
   return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) +
-         " | attn_decode_split_bf16kv_f32q(splits=" + std::to_string(m.splits_for(rows)) +
-         ")+attn_combine_f32 | o_proj " + kern::gemv_variant(rows) + "+residual | " +
-         (fused_router ? std::string("norm_router_topk (rmsnorm+router+topk)")
+         " | " + kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) +
+         " | o_proj " + kern::gemv_variant(rows) + "+residual | " +
+         (fused_router ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
                        : "rmsnorm | router " + std::string(kern::gemv_variant(rows)) +
                              " + topk_softmax_f32") +
          " | moe_gate_up_swiglu_mxfp4w_f32a | "

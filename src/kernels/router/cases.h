@@ -25,6 +25,13 @@ inline constexpr NormRouterCase kNormRouterCases[] = {
     {"120b b8", 8, 2880, 128, 4},
     {"120b b13", 13, 2880, 128, 4},
     {"small b5 256/64/8", 5, 256, 64, 8},
+    {"20b b1 2880/32/4", 1, 2880, 32, 4},
+    {"120b b64", 64, 2880, 128, 4},
+    {"20b b64", 64, 2880, 32, 4},
+    {"odd b7 3072/8/2", 7, 3072, 8, 2},
 };
+
+// NormRouterParams::variant values the test and bench run (0 = auto is one of them).
+inline constexpr int kNormRouterVariants[] = {1, 2, 3};
 
 }  // namespace gossamer::kern

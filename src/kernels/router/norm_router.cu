@@ -14,6 +14,7 @@
 #include "kernels/common/pdl.h"
 #include "kernels/router/params.h"
 #include "kernels/router/topk.cuh"
+#include "kernels/router/variants.h"
 
 namespace gossamer::kern {
 namespace {
@@ -99,12 +100,35 @@ Status launch_bt(const NormRouterParams& p, cudaStream_t s) {
 
 }  // namespace
 
-Status launch_norm_router_topk(const NormRouterParams& p, cudaStream_t s) {
-  GS_RETURN_IF_ERROR(p.validate());
+Status launch_norm_router_cluster8(const NormRouterParams& p, cudaStream_t s) {
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 2) return launch_bt<2>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);
   return launch_bt<8>(p, s);
+}
+
+namespace {
+
+// variant 0 (auto) -> 1, 2 or 3. H100 router_bench (docs/decode-overhead.md): the wide kernel
+// with one row per warp is the fastest except for 128 experts at large batches, where the
+// cluster-8 kernel (2 rows per warp share the activation loads) wins.
+int resolve_variant(const NormRouterParams& p) {
+  if (p.variant != 0) return p.variant;
+  if (p.hidden > kWideMaxHidden) return 1;
+  return p.n_experts > 64 && p.batch > 16 ? 1 : 2;
+}
+
+}  // namespace
+
+const char* norm_router_variant(const NormRouterParams& p) {
+  return resolve_variant(p) >= 2 ? "norm_router_topk_wide" : "norm_router_topk";
+}
+
+Status launch_norm_router_topk(const NormRouterParams& p, cudaStream_t s) {
+  GS_RETURN_IF_ERROR(p.validate());
+  const int v = resolve_variant(p);
+  if (v == 1) return launch_norm_router_cluster8(p, s);
+  return launch_norm_router_wide(p, v == 3 ? 2 : 1, s);
 }
 
 }  // namespace gossamer::kern

@@ -28,6 +28,14 @@ Status NormRouterParams::validate() const {
       (xn && reinterpret_cast<uintptr_t>(xn) % 16 != 0)) {
     return InvalidArgument("norm_router_topk: w, x, norm_w and xn must be 16-byte aligned");
   }
+  if (variant < 0 || variant > 3) {
+    return InvalidArgument("norm_router_topk: variant must be 0..3, got " +
+                           std::to_string(variant));
+  }
+  if (variant >= 2 && hidden > 3072) {
+    return InvalidArgument("norm_router_topk: the wide variants need hidden <= 3072, got " +
+                           std::to_string(hidden));
+  }
   return Status::Ok();
 }
 

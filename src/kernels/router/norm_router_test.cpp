@@ -97,9 +97,10 @@ struct Dev {
     wts.poison();
     ids.poison();
   }
-  NormRouterParams params(const NormRouterCase& c, bool pdl) const {
-    return {x.get(),   g.get(), w.get(),  bias.get(),  xn.get(), logits.get(), ids.get(),
-            wts.get(), c.batch, c.hidden, c.n_experts, c.k,      1e-5f,        pdl};
+  NormRouterParams params(const NormRouterCase& c, bool pdl, int variant = 0) const {
+    return {x.get(),      g.get(),   w.get(),   bias.get(), xn.get(),
+            logits.get(), ids.get(), wts.get(), c.batch,    c.hidden,
+            c.n_experts,  c.k,       1e-5f,     pdl,        variant};
   }
 };
 
@@ -107,12 +108,16 @@ TEST(NormRouter, MatchesFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("norm_router"));
   for (const auto& c : kNormRouterCases) {
     const Inputs in = make_inputs(rng, c);
-    for (bool pdl : {false, true}) {
-      Dev d(c, in);
-      ASSERT_TRUE(launch_norm_router_topk(d.params(c, pdl), 0).ok()) << c.name;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
-      check(c, in, d.xn.download(), d.logits.download(), d.ids.download(), d.wts.download(),
-            pdl ? "pdl" : "plain");
+    for (int variant : kNormRouterVariants) {
+      for (bool pdl : {false, true}) {
+        Dev d(c, in);
+        ASSERT_TRUE(launch_norm_router_topk(d.params(c, pdl, variant), 0).ok()) << c.name;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+        const std::string mode =
+            std::string(pdl ? "pdl" : "plain") + " v" + std::to_string(variant);
+        check(c, in, d.xn.download(), d.logits.download(), d.ids.download(), d.wts.download(),
+              mode.c_str());
+      }
     }
   }
 }
@@ -142,7 +147,9 @@ TEST(NormRouter, PdlChainInGraph) {
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const EmbedParams ep{dtab.get(), dtok.get(), d.x.get(), nullptr, c.batch, vocab, c.hidden, true};
   ASSERT_TRUE(launch_embed(ep, s).ok());
-  ASSERT_TRUE(launch_norm_router_topk(d.params(c, true), s).ok());
+  // Both implementations, one after the other, each waiting on its predecessor.
+  ASSERT_TRUE(launch_norm_router_topk(d.params(c, true, 1), s).ok());
+  ASSERT_TRUE(launch_norm_router_topk(d.params(c, true, 2), s).ok());
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
@@ -159,42 +166,48 @@ TEST(NormRouter, PdlChainInGraph) {
   cudaStreamDestroy(s);
 }
 
-// The fused kernel performs the same fp32 operations as rmsnorm + gemv (+ topk): xn, logits, ids
+// One case of BitIdenticalToUnfusedPath: the fused kernel (variant) against rmsnorm + gemv +
+// topk_softmax on the same inputs.
+void bit_identical_case(const NormRouterCase& c, const Inputs& in, int variant) {
+  Dev d(c, in);
+  DevBuf<float> xn(in.x.size()), logits(static_cast<size_t>(c.batch) * c.n_experts),
+      wts(static_cast<size_t>(c.batch) * c.k);
+  DevBuf<int32_t> ids(wts.size());
+  ASSERT_TRUE(launch_norm_router_topk(d.params(c, true, variant), 0).ok());
+  ASSERT_TRUE(
+      launch_rmsnorm({d.x.get(), d.g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f}, 0).ok());
+  ASSERT_TRUE(launch_gemv({d.w.get(), d.bias.get(), xn.get(), logits.get(), c.n_experts, c.hidden,
+                           c.batch, c.n_experts, false, nullptr},
+                          0)
+                  .ok());
+  ASSERT_TRUE(
+      launch_topk_softmax({logits.get(), ids.get(), wts.get(), c.batch, c.n_experts, c.k}, 0).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto count_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return n;
+  };
+  const size_t dxn = count_diff(d.xn.download(), xn.download());
+  const size_t dl = count_diff(d.logits.download(), logits.download());
+  const size_t dw = count_diff(d.wts.download(), wts.download());
+  std::printf("norm_router %-20s v%d differing bits vs unfused: xn %zu logits %zu weights %zu\n",
+              c.name, variant, dxn, dl, dw);
+  EXPECT_EQ(dxn, 0u) << c.name << " v" << variant;
+  EXPECT_EQ(dl, 0u) << c.name << " v" << variant;
+  EXPECT_EQ(dw, 0u) << c.name << " v" << variant;
+  EXPECT_EQ(d.ids.download(), ids.download()) << c.name << " v" << variant;
+}
+
+// The fused kernels perform the same fp32 operations as rmsnorm + gemv (+ topk): xn, logits, ids
 // and weights must be bit-identical to the unfused path (the CPU runner comparisons rely on it).
 TEST(NormRouter, BitIdenticalToUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("norm_router bitwise"));
   for (const auto& c : kNormRouterCases) {
-    const Inputs in = make_inputs(rng, c);
-    Dev d(c, in);
-    DevBuf<float> xn(in.x.size()), logits(static_cast<size_t>(c.batch) * c.n_experts),
-        wts(static_cast<size_t>(c.batch) * c.k);
-    DevBuf<int32_t> ids(wts.size());
-    ASSERT_TRUE(launch_norm_router_topk(d.params(c, true), 0).ok());
-    ASSERT_TRUE(
-        launch_rmsnorm({d.x.get(), d.g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f}, 0)
-            .ok());
-    ASSERT_TRUE(launch_gemv({d.w.get(), d.bias.get(), xn.get(), logits.get(), c.n_experts, c.hidden,
-                             c.batch, c.n_experts, false, nullptr},
-                            0)
-                    .ok());
-    ASSERT_TRUE(
-        launch_topk_softmax({logits.get(), ids.get(), wts.get(), c.batch, c.n_experts, c.k}, 0)
-            .ok());
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    auto count_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-      size_t n = 0;
-      for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-      return n;
-    };
-    const size_t dxn = count_diff(d.xn.download(), xn.download());
-    const size_t dl = count_diff(d.logits.download(), logits.download());
-    const size_t dw = count_diff(d.wts.download(), wts.download());
-    std::printf("norm_router %-20s differing bits vs unfused: xn %zu logits %zu weights %zu\n",
-                c.name, dxn, dl, dw);
-    EXPECT_EQ(dxn, 0u) << c.name;
-    EXPECT_EQ(dl, 0u) << c.name;
-    EXPECT_EQ(dw, 0u) << c.name;
-    EXPECT_EQ(d.ids.download(), ids.download()) << c.name;
+    for (int variant : kNormRouterVariants) {
+      const Inputs in = make_inputs(rng, c);
+      bit_identical_case(c, in, variant);
+    }
   }
 }
 
@@ -214,8 +227,16 @@ TEST(NormRouter, RejectsBadParams) {
   p.hidden = 8;
   p.k = 9;
   EXPECT_FALSE(p.validate().ok());
-  p.ids = nullptr;
   p.k = 4;
+  p.variant = 4;
+  EXPECT_FALSE(p.validate().ok());  // unknown variant
+  p.variant = 2;
+  ASSERT_TRUE(p.validate().ok());
+  p.hidden = 3080;
+  EXPECT_FALSE(p.validate().ok());  // wide variant with hidden > 3072
+  p.variant = 1;
+  EXPECT_TRUE(p.validate().ok());
+  p.ids = nullptr;
   EXPECT_FALSE(p.validate().ok());
 }
 

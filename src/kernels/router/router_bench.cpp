@@ -1,5 +1,6 @@
 // Decode routing chain, per layer: rmsnorm + router gemv + topk_softmax (3 kernels) against the
-// fused norm_router_topk (1 kernel), each with PDL off/on. 36 layers are captured into one CUDA
+// fused kernels (NormRouterParams::variant 1 = norm_router_topk cluster-8, 2 = wide 1 row/warp,
+// 3 = wide 2 rows/warp), each with PDL off/on. 36 layers are captured into one CUDA
 // graph (as the decode step is); the time per layer is the mean over graph replays / 36.
 #include <cstdio>
 #include <functional>
@@ -71,15 +72,19 @@ int main() {
                    {logits.get(), ids.get(), wts.get(), c.batch, c.n_experts, c.k, pdl}, st)
                    .ok();
       });
-      const double t1 = graph_ms(s, [&](cudaStream_t st) {
-        return launch_norm_router_topk(
-                   {x.get(), g.get(), w.get(), bias.get(), xn.get(), nullptr, ids.get(), wts.get(),
-                    c.batch, c.hidden, c.n_experts, c.k, 1e-5f, pdl},
-                   st)
-            .ok();
-      });
-      std::printf("%-20s pdl %-3s  rmsnorm+gemv+topk %7.2f us   norm_router_topk %7.2f us\n",
-                  c.name, pdl ? "on" : "off", 1e3 * t3 / kLayers, 1e3 * t1 / kLayers);
+      std::printf("%-20s pdl %-3s  rmsnorm+gemv+topk %7.2f us", c.name, pdl ? "on" : "off",
+                  1e3 * t3 / kLayers);
+      for (int v : kNormRouterVariants) {
+        const double t1 = graph_ms(s, [&](cudaStream_t st) {
+          return launch_norm_router_topk(
+                     {x.get(), g.get(), w.get(), bias.get(), xn.get(), nullptr, ids.get(),
+                      wts.get(), c.batch, c.hidden, c.n_experts, c.k, 1e-5f, pdl, v},
+                     st)
+              .ok();
+        });
+        std::printf("   fused v%d %7.2f us", v, 1e3 * t1 / kLayers);
+      }
+      std::printf("\n");
     }
   }
   cudaStreamDestroy(s);

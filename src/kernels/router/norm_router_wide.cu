@@ -1,0 +1,241 @@
+// norm_router_topk_wide<BT, RPW>: fused RMSNorm + router GEMV + top-k softmax (params.h), the
+// decode default for hidden <= kWideMaxHidden. The router weight is tiny (128 x 2880 bf16 =
+// 0.74 MB), so the kernel is latency-bound, not bandwidth-bound: the whole weight tile of a warp
+// is loaded into registers BEFORE pdl_wait() (weights are never written by the step, pdl.h rule
+// 1), i.e. while the previous kernel (O-projection) is still draining, and every load of the
+// kernel is in flight at once.
+//
+// Layout: grid (C, ceil(batch / BT)), cluster (C, 1, 1) with C = ceil(E / (8 * RPW)) <= 16,
+// 256 threads = 8 warps; warp w of cluster block `rank` owns experts (rank * 8 + w) * RPW + r.
+// Lane l holds the 16-byte chunks l, l + 32, ... (< kMaxChunks per lane) of its rows.
+// After the wait: every block computes the BT rows' 1/rms (block_inv_rms<BT, 8>, the rmsnorm
+// kernel's reduction order), writes its 1/C slice of xn, forms the activations as
+// (x * inv_rms) * gain and accumulates chunk by chunk in the order of warp_gemv_bf16, then the
+// same butterfly warp sum (+ bias): bit-identical to rmsnorm + gemv_bf16w_f32a. Lane 0 stores
+// the logits into the leader block's shared memory (DSMEM); after cluster.sync() the leader runs
+// one warp of top-k per batch row (router/topk.cuh).
+#include <cooperative_groups.h>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/gemv_core.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/router/params.h"
+#include "kernels/router/topk.cuh"
+#include "kernels/router/variants.h"
+
+namespace gossamer::kern {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = 8, kThreads = kWarps * 32, kMaxExperts = 128, kMaxCluster = 16;
+constexpr int kMaxChunks = kWideMaxHidden / 8 / 32;    // 16-byte chunks per lane and row (12)
+constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per thread (3)
+
+// inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) with the fp32 operations of block_inv_rms<BT, 8>
+// (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256, ... in order, warp
+// butterfly, then warps 0..7 in order. Unlike the generic loop, every load of a thread is issued
+// before the first add (one L2 round trip instead of hidden / 1024).
+template <int BT>
+__device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, int nb, float eps,
+                                                    float (&inv)[BT]) {
+  __shared__ float red[kWarps][BT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
+  float4 v[BT][kMaxF4];
+#pragma unroll
+  for (int b = 0; b < BT; ++b)
+#pragma unroll
+    for (int m = 0; m < kMaxF4; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      v[b][m] =
+          (b < nb && i < n4)
+              ? __ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + i)
+              : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    float ss = 0.f;
+#pragma unroll
+    for (int m = 0; m < kMaxF4; ++m) {
+      if (threadIdx.x + m * kThreads < n4) {
+        const float4 q = v[b][m];
+        ss += q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+      }
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp][b] = ss;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) t += red[w][b];
+    inv[b] = rsqrtf(t / static_cast<float>(hidden) + eps);
+  }
+}
+
+// This block's 1/C of the normed rows xn = (x * inv) * gain (float4 chunks rank * 256 + t,
+// + C * 256, ...), the rmsnorm kernel's operations.
+template <int BT>
+__device__ __forceinline__ void write_xn_slice(const NormRouterParams& p, const float* x, int b0,
+                                               int nb, const float (&inv)[BT], int rank,
+                                               int csize) {
+  const int n4 = p.hidden / 4;
+  const uint2* g = reinterpret_cast<const uint2*>(p.norm_w);
+  for (int b = 0; b < nb; ++b) {
+    const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
+    float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
+    for (int i = rank * kThreads + threadIdx.x; i < n4; i += csize * kThreads) {
+      const float4 v = __ldg(xr + i);
+      const uint2 gg = __ldg(g + i);
+      const float s = inv[b];
+      yr[i] = make_float4(v.x * s * bf16_lo(gg.x), v.y * s * bf16_hi(gg.x), v.z * s * bf16_lo(gg.y),
+                          v.w * s * bf16_hi(gg.y));
+    }
+  }
+}
+
+// GEMV in the order of warp_gemv_bf16<BT, RPW, true>: chunk k = lane + 32 j ascending, per row
+// b: acc += dot8((x * inv) * gain, w); then the butterfly warp sum (every lane has the totals).
+// wr / gr: this lane's weight and gain chunks (registers), x: [nb, hidden] f32.
+template <int BT, int RPW>
+__device__ __forceinline__ void gemv_from_regs(const uint4 (&wr)[RPW][kMaxChunks],
+                                               const uint4 (&gr)[kMaxChunks], const float* x,
+                                               int hidden, int nb, const float (&inv)[BT],
+                                               float (&acc)[RPW][BT]) {
+  const int lane = threadIdx.x & 31, nch = hidden / 8;
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[r][b] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int k = lane + 32 * j;
+    if (k < nch) {
+      const uint4 g = gr[j];
+#pragma unroll
+      for (int b = 0; b < BT; ++b) {
+        if (b < nb) {
+          const float4* xp =
+              reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden + 8 * k);
+          float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+          scale8_bf16(x0, x1, inv[b], g);
+#pragma unroll
+          for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wr[r][j], x0, x1);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
+}
+
+template <int BT, int RPW>
+__global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterParams p) {
+  __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int csize = static_cast<int>(cluster.num_blocks());
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
+  const int e0 = (rank * kWarps + warp) * RPW;  // this warp's first expert
+  const int nch = p.hidden / 8;
+  // Weights and norm gains into registers before the wait (rows past n_experts load nothing).
+  uint4 wr[RPW][kMaxChunks], gr[kMaxChunks];
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int k = lane + 32 * j;
+    gr[j] = k < nch ? __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k) : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) {
+    const uint16_t* row = p.w + static_cast<size_t>(e0 + r) * p.hidden;
+#pragma unroll
+    for (int j = 0; j < kMaxChunks; ++j) {
+      const int k = lane + 32 * j;
+      wr[r][j] =
+          (e0 + r < p.n_experts && k < nch) ? ld_stream16(row + 8 * k) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  // Split cluster barrier: arrive now, wait before the first DSMEM store (every block of the
+  // cluster must have started before its shared memory is written remotely).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  pdl_wait();  // x comes from the previous kernel (O-projection + residual)
+  pdl_trigger();
+  const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
+  float inv[BT];
+  inv_rms_loads_first<BT>(x, p.hidden, nb, p.eps, inv);
+  if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
+  float acc[RPW][BT];
+  gemv_from_regs<BT, RPW>(wr, gr, x, p.hidden, nb, inv, acc);
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (lane == 0) {
+    float* leader = cluster.map_shared_rank(&logit_s[0][0], 0);
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+      const int e = e0 + r;
+      if (e >= p.n_experts) continue;
+      const float bias = p.bias ? p.bias[e] : 0.f;
+#pragma unroll
+      for (int b = 0; b < BT; ++b) {
+        if (b >= nb) continue;
+        const float v = acc[r][b] + bias;  // as gemv_bf16w_f32a: same bits as unfused
+        leader[b * kMaxExperts + e] = v;
+        if (p.logits) p.logits[static_cast<size_t>(b0 + b) * p.n_experts + e] = v;
+      }
+    }
+  }
+  cluster.sync();  // all logits of the tile are in the leader's shared memory
+  if (rank != 0 || warp >= nb) return;
+  const size_t o = static_cast<size_t>(b0 + warp) * p.k;
+  warp_topk_softmax(&logit_s[warp][0], p.n_experts, p.k, p.ids + o, p.weights + o);
+}
+
+template <int BT, int RPW>
+Status launch_bt(const NormRouterParams& p, cudaStream_t s) {
+  auto* kernel = norm_router_topk_wide<BT, RPW>;
+  const int csize = (p.n_experts + kWarps * RPW - 1) / (kWarps * RPW);
+  if (csize > kMaxCluster) return InvalidArgument("norm_router_topk_wide: cluster > 16");
+  if (csize > 8) {
+    GS_RETURN_IF_ERROR(
+        cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+                    "norm_router_topk_wide: non-portable cluster size"));
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(csize, (p.batch + BT - 1) / BT);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = csize;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = p.pdl ? 2 : 1;
+  return cuda_status(cudaLaunchKernelEx(&cfg, kernel, p), "norm_router_topk_wide");
+}
+
+template <int RPW>
+Status launch_rpw(const NormRouterParams& p, cudaStream_t s) {
+  if (p.batch <= 1) return launch_bt<1, RPW>(p, s);
+  if (p.batch <= 2) return launch_bt<2, RPW>(p, s);
+  if (p.batch <= 4) return launch_bt<4, RPW>(p, s);
+  return launch_bt<8, RPW>(p, s);
+}
+
+}  // namespace
+
+Status launch_norm_router_wide(const NormRouterParams& p, int rows_per_warp, cudaStream_t s) {
+  if (p.hidden > kWideMaxHidden) {
+    return InvalidArgument("norm_router_topk_wide: hidden " + std::to_string(p.hidden) + " > " +
+                           std::to_string(kWideMaxHidden));
+  }
+  return rows_per_warp == 1 ? launch_rpw<1>(p, s) : launch_rpw<2>(p, s);
+}
+
+}  // namespace gossamer::kern
