@@ -4,7 +4,8 @@
 #                                  # binaries, kernel benches and `gossamer` into .gpu-carry/
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
-# SECTIONS (comma list, default all but serve): info,ceil,test,sanitize,kbench,bench,serve
+# SECTIONS (comma list, default info,ceil,test,sanitize,kbench,bench):
+#   info,ceil,test,sanitize,kbench,bench,batch,profile,serve
 # Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -116,6 +117,29 @@ if has bench && [[ -x $CARRY/gossamer ]]; then
   done
 fi
 
+# batch: decode throughput of batches of sequences (tg32, depth 0), both models.
+if has batch && [[ -x $CARRY/gossamer ]]; then
+  : > "$OUT/batch.md"
+  for m in 20b 120b; do
+    for pmr in ${BATCH_PMR:-17}; do  # --prefill-min-rows: where decode batches take GEMMs
+      for b in ${BATCHES:-1 4 8 16 32 64}; do
+        $CARRY/gossamer bench --synthetic $m -p 0 -n 32 -b $b -r 1 --prefill-min-rows $pmr \
+          >> "$OUT/batch.log" 2>&1 || add "batch $m b$b FAILED"
+        echo "$(grep -h "tg32" "$OUT/batch.log" | tail -1) prefill-min-rows $pmr" >> "$OUT/batch.md"
+      done
+    done
+  done
+fi
+
+# profile: per-kernel time of the real decode step / prefill forward (CUPTI, docs/kernel-profile.md)
+if has profile && [[ -x $CARRY/gossamer ]]; then
+  : > "$OUT/profile.md"
+  for m in 20b 120b; do
+    $CARRY/gossamer bench --synthetic $m ${PROFILE_ARGS:--p 2048 -n 128 -r 1} --kernel-profile \
+      --json "$OUT/profile-$m.json" >> "$OUT/profile.md" 2>&1 || add "profile $m FAILED"
+  done
+fi
+
 # serve: `gossamer serve --backend cuda` on the built-in demo model, then a synthetic checkpoint
 # of the real 20b shapes, driven by the loopback benchmark client (concurrency 1, 8, 64).
 if has serve && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
@@ -141,5 +165,6 @@ fi
 echo "================ summary ================"
 [[ -f $OUT/kbench.log ]] && grep -h '^|\|ceiling' "$OUT/kbench.log"
 [[ -f $OUT/bench.md ]] && cat "$OUT/bench.md"
+[[ -f $OUT/batch.md ]] && cat "$OUT/batch.md"
 [[ -f $OUT/serve.md ]] && cat "$OUT/serve.md"
 printf '%s\n' "${summary[@]}"

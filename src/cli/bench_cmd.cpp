@@ -31,7 +31,8 @@ struct BenchArgs {
   std::string model_dir, synthetic, json_path;
   std::vector<int64_t> p = {512}, n = {128}, d = {0};
   int reps = 3, batch = 1;
-  int64_t chunk = 8192;  // prefill rows per forward (max_step_tokens)
+  int64_t chunk = 8192;           // prefill rows per forward (max_step_tokens)
+  int64_t prefill_min_rows = 17;  // CudaRunnerOptions default; also the decode-batch path
   bool no_graph = false, prefill_split = false;
   bool no_pdl = false;
   bool kernel_profile = false;  // CUPTI per-kernel breakdown after each test
@@ -57,6 +58,7 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   o.max_step_tokens = std::max<int64_t>({256, a.batch, std::min(maxp, a.chunk)});
   o.use_graphs = !a.no_graph;
   o.prefill_split_bf16 = a.prefill_split;
+  o.prefill_min_rows = a.prefill_min_rows;
   o.pdl = !a.no_pdl;
   std::unique_ptr<CudaModelRunner> r;
   if (!a.synthetic.empty()) {
@@ -189,6 +191,7 @@ int run_bench(const BenchArgs& a) {
       {"copy_ceiling_GBps", *ceil},
       {"gemm_ceiling_TFLOPs", *gemm_ceil},
       {"prefill_chunk", a.chunk},
+      {"prefill_min_rows", a.prefill_min_rows},
       {"kernel_path", path},
       {"model", name}};
   std::printf(
@@ -250,6 +253,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-pdl", args->no_pdl, "decode without programmatic dependent launch");
   cmd->add_option("--chunk", args->chunk, "prefill rows per forward (longer prompts are chunked)")
       ->check(CLI::Range(1, 16384));
+  cmd->add_option("--prefill-min-rows", args->prefill_min_rows,
+                  "forwards (and decode batches) of at least this many rows take the prefill "
+                  "path (cuBLASLt GEMMs, grouped MoE); 0 = never")
+      ->check(CLI::Range(0, 16384));
   cmd->add_flag("--prefill-split-bf16", args->prefill_split,
                 "prefill GEMM activations as bf16 hi + lo (2 GEMMs each, ~fp32 accuracy)");
   cmd->add_flag("--kernel-profile", args->kernel_profile,
