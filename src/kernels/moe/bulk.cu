@@ -27,6 +27,7 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
 #include "kernels/moe/bulk.cuh"
+#include "kernels/moe/bulk_core.cuh"
 #include "kernels/moe/pipe.h"
 #include "kernels/moe/pipe_common.cuh"
 #include "kernels/moe/tc.cuh"
@@ -67,61 +68,6 @@ __device__ __forceinline__ void issue_group(const uint8_t* blocks, const uint8_t
   mbar_arrive_expect_tx(full, L.wbytes + sc_bytes);
   bulk_g2s(stage, blocks + row0 * L.nb * 16, L.wbytes, full);
   bulk_g2s(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full);
-}
-
-// The 8 rows of the group in `stage` against the staged vector `xv` (split stride su): acc / bad
-// as in tc_block. Lane (g, t) takes blocks t + 4 s of row g (row stride 16 nb bytes: the
-// LDS.128 of rows 2m, 2m+1 overlap in half their banks, a 2-way conflict on 1 of 5 LDS).
-__device__ __forceinline__ void run_group(const uint8_t* stage, const uint4* xv, int su, int nb,
-                                          int lane, float (&acc)[2], uint32_t& bad) {
-  const int g = lane >> 2, t = lane & 3;
-  const uint8_t* w = stage + (g * nb + t) * 16;
-  const uint8_t* sc = stage + 8 * nb * 16 + g * nb + t;
-  const uint4* a = xv + (g < kSplits ? g : 0) * su + t * 4;
-  const int full_steps = nb >> 2;
-#pragma unroll 2
-  for (int s = 0; s < full_steps; ++s) {
-    const uint4 q = *reinterpret_cast<const uint4*>(w + s * 64);
-    tc_block(q, sc[4 * s], a + s * 16, acc, bad);
-  }
-  if (full_steps * 4 < nb) {  // last partial step: lanes past nb take zero weights
-    const int s = full_steps;
-    uint4 q = make_uint4(0, 0, 0, 0);
-    uint32_t sb = 127;
-    if (t + 4 * s < nb) {
-      q = *reinterpret_cast<const uint4*>(w + s * 64);
-      sb = sc[4 * s];
-    }
-    tc_block(q, sb, a + s * 16, acc, bad);
-  }
-}
-
-// Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): sums the three split rows of
-// the accumulators; when a scale byte was outside the fast range, recomputes the rows with the
-// exact fp32 path from global memory (the fp32 vector xf).
-__device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t bad,
-                                              const uint8_t* blocks, const uint8_t* scales,
-                                              size_t row0, int nb, const float* xf, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  float r0 = __shfl_sync(0xffffffffu, acc[0], t + 8) + __shfl_sync(0xffffffffu, acc[0], t + 4);
-  float r1 = __shfl_sync(0xffffffffu, acc[1], t + 8) + __shfl_sync(0xffffffffu, acc[1], t + 4);
-  r0 = (r0 + acc[0]) * 4294967296.f;  // 2^kX
-  r1 = (r1 + acc[1]) * 4294967296.f;
-  if (__any_sync(0xffffffffu, bad)) {
-    const uint8_t* wrow = blocks + (row0 + g) * nb * 16;
-    const uint8_t* srow = scales + (row0 + g) * nb;
-    float f = 0.f;
-    for (int c = t; c < nb; c += 4) {
-      const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
-                                        reinterpret_cast<const float4*>(xf + c * 32));
-      f = fmaf(dot, e8m0_half(srow[c]), f);
-    }
-    f += __shfl_xor_sync(0xffffffffu, f, 1);
-    f += __shfl_xor_sync(0xffffffffu, f, 2);
-    r0 = __shfl_sync(0xffffffffu, f, 8 * t);
-    r1 = __shfl_sync(0xffffffffu, f, 8 * t + 4);
-  }
-  return make_float2(r0, r1);
 }
 
 // Problem view shared by both kernels (device side).
@@ -210,7 +156,8 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     float acc[2] = {0.f, 0.f};
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kSpw) & 1);
-    run_group(smem + static_cast<size_t>(s) * L.sb, xs, su, L.nb, lane, acc, bad);
+    const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
+    run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad);
     mbar_arrive(empty + s);
     const int u = u0 + warp + kWarps * n, group = u % J.groups_per_slot;
     const size_t row0 = J.row0(b, u, 0);
@@ -259,7 +206,8 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     float acc[2] = {0.f, 0.f};
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kSpw) & 1);
-    run_group(smem + static_cast<size_t>(s) * L.sb, xv, su, L.nb, lane, acc, bad);
+    const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
+    run_group(st, st + L.wbytes, xv, su, L.nb, lane, acc, bad);
     mbar_arrive(empty + s);
     const float2 v = finish_rows(acc, bad, p.blocks, p.scales, J.row0(b, u, j), L.nb,
                                  act + static_cast<size_t>(j) * p.inter, lane);

@@ -45,6 +45,14 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 #endif
 }
 
+// `count` arrivals at once (release semantics as mbar_arrive).
+__device__ __forceinline__ void mbar_arrive_count(uint64_t* bar, uint32_t count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+#endif
+}
+
 __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -218,7 +218,8 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (p.pipe != 0) {
-    Status st = p.pipe >= 6   ? launch_moe_gate_up_bulk(p, s)
+    Status st = p.pipe == 8   ? launch_moe_gate_up_stream(p, s)
+                : p.pipe >= 6 ? launch_moe_gate_up_bulk(p, s)
                 : p.pipe >= 4 ? launch_moe_gate_up_tc(p, s)
                               : launch_moe_gate_up_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
@@ -229,7 +230,7 @@ Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (p.pipe >= 6) {  // streaming kernels; where they do not apply, the old default (pipe 2)
-    Status st = launch_moe_down_bulk(p, s);
+    Status st = p.pipe == 8 ? launch_moe_down_stream(p, s) : launch_moe_down_bulk(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
     MoeDownParams old = p;
     old.pipe = 2;

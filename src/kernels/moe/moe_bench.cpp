@@ -18,15 +18,18 @@ struct Variant {
 constexpr Variant kVariants[] = {{0, 0, false}, {1, 0, false}, {0, 1, false}, {1, 1, false},
                                  {0, 2, false}, {1, 2, false}, {0, 3, false}, {1, 3, false},
                                  {1, 4, false}, {1, 5, false}, {1, 6, false}, {1, 6, true},
-                                 {1, 7, false}, {1, 7, true}};
+                                 {1, 7, false}, {1, 7, true},  {1, 8, false}, {1, 8, true}};
+// Pipe 8 (with PDL) at explicit row groups per copy (params.h stream_groups; 0 = default).
+constexpr int kStreamGroups[] = {1, 2, 3, 4};
 // Whole MoE expert step (gate_up then down, alternating, as in the decode step): {gate_up pipe,
 // down pipe, pdl}; the first is the old default pair.
 struct PairVariant {
   int gu_pipe, dn_pipe;
   bool pdl;
 };
-constexpr PairVariant kPairs[] = {
-    {0, 2, false}, {6, 6, false}, {6, 6, true}, {7, 7, true}, {6, 7, true}};
+constexpr PairVariant kPairs[] = {{0, 2, false}, {6, 6, false}, {6, 6, true},
+                                  {7, 7, true},  {6, 7, true},  {8, 8, false},
+                                  {8, 8, true},  {8, 6, true},  {6, 8, true}};
 // Launches cycle through kSets routing sets of distinct experts, so that consecutive launches
 // read different weights (the 20b / 120b working sets, 8 x 4 experts x 8.8 MB, exceed the L2).
 constexpr int kSets = 8;
@@ -42,7 +45,7 @@ static void bulk_probe(double ceil) {
   const size_t per_block = 11520 * 24, set = per_block * sms;
   testing::DevBuf<uint8_t> buf(kSets * set + 256);
   cudaMemset(buf.get(), 0x11, buf.bytes());
-  for (int chunk : {512, 2048, 11520}) {
+  for (int chunk : {512, 2048, 11520, 23040, 46080}) {
     for (int offset : {0, 32}) {
       int it = 0;
       const double ms = testing::time_ms(
@@ -58,9 +61,51 @@ static void bulk_probe(double ceil) {
   }
 }
 
+// Pipe 8 with PDL at each kStreamGroups value (gate_up and down separately).
+static void stream_groups_sweep(const char* name, gossamer::kern::MoeGateUpParams* gp,
+                                gossamer::kern::MoeDownParams* dp, const int32_t* ids, size_t pairs,
+                                double gu_bytes, double dn_bytes, double ceil, int argc,
+                                char** argv) {
+  using namespace gossamer::kern;
+  if (argc > 2 && std::atoi(argv[2]) != 8) return;
+  gp->decode = dp->decode = 1;
+  gp->pipe = dp->pipe = 8;
+  gp->pdl = dp->pdl = true;
+  for (int groups : kStreamGroups) {
+    gp->stream_groups = dp->stream_groups = groups;
+    const std::string tag = " [pipe 8 pdl groups " + std::to_string(groups) + "]";
+    int it = 0;
+    double ms = testing::time_ms(
+        [&] {
+          gp->ids = ids + (it++ % kSets) * pairs;
+          (void)launch_moe_gate_up(*gp, 0);
+        },
+        64);
+    testing::print_bench_line("moe_gate_up " + std::string(name) + tag, gu_bytes, ms, ceil);
+    ms = testing::time_ms(
+        [&] {
+          dp->ids = ids + (it++ % kSets) * pairs;
+          (void)launch_moe_down(*dp, 0);
+        },
+        64);
+    testing::print_bench_line("moe_down " + std::string(name) + tag, dn_bytes, ms, ceil);
+  }
+  gp->stream_groups = dp->stream_groups = 0;
+}
+
+// A failed launch leaves a sticky error: report it and stop instead of timing garbage.
+static bool device_ok(const std::string& what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return true;
+  std::printf("moe_bench: CUDA error after %s: %s\n", what.c_str(), cudaGetErrorString(e));
+  std::fflush(stdout);
+  return false;
+}
+
 // Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = pipe.
 int main(int argc, char** argv) {
   using namespace gossamer::kern;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout or a crash
   const double ceil = testing::copy_ceiling_gbs();
   std::printf("moe_gate_up_swiglu_mxfp4w_f32a / moe_down_mxfp4w_f32a (copy ceiling %.0f GB/s)\n",
               ceil);
@@ -114,7 +159,10 @@ int main(int argc, char** argv) {
           },
           64);
       testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
+      if (!device_ok(c.name + tag)) return 1;
     }
+    stream_groups_sweep(c.name, &gp, &dp, ids.get(), pairs, gu_bytes, dn_bytes, ceil, argc, argv);
+    if (!device_ok(std::string(c.name) + " pipe 8 groups sweep")) return 1;
     for (const PairVariant& v : kPairs) {
       if (argc > 2 && v.gu_pipe != std::atoi(argv[2])) continue;
       gp.decode = dp.decode = 1;
@@ -133,6 +181,7 @@ int main(int argc, char** argv) {
                               std::to_string(v.dn_pipe) + (v.pdl ? " pdl]" : "]");
       testing::print_bench_line("moe step " + std::string(c.name) + tag, gu_bytes + dn_bytes, ms,
                                 ceil);
+      if (!device_ok(c.name + tag)) return 1;
     }
   }
   return 0;

@@ -19,16 +19,22 @@ namespace {
 
 using testing::DevBuf;
 
-// Kernel variants under test: {decode, pipe, pdl} (params.h).
+// Kernel variants under test: {decode, pipe, pdl, stream_groups} (params.h).
 struct Variant {
   int decode, pipe;
   bool pdl;
+  int groups;
 };
-constexpr Variant kVariants[] = {{0, 0, false}, {1, 0, false}, {0, 1, false}, {1, 1, false},
-                                 {0, 2, false}, {1, 2, false}, {0, 3, false}, {1, 3, false},
-                                 {1, 4, false}, {1, 5, false}, {1, 6, false}, {1, 6, true},
-                                 {1, 7, false}, {1, 7, true}};
-constexpr Variant kBulkVariants[] = {{1, 6, false}, {1, 6, true}, {1, 7, false}, {1, 7, true}};
+constexpr Variant kVariants[] = {
+    {0, 0, false, 0}, {1, 0, false, 0}, {0, 1, false, 0}, {1, 1, false, 0}, {0, 2, false, 0},
+    {1, 2, false, 0}, {0, 3, false, 0}, {1, 3, false, 0}, {1, 4, false, 0}, {1, 5, false, 0},
+    {1, 6, false, 0}, {1, 6, true, 0},  {1, 7, false, 0}, {1, 7, true, 0},  {1, 8, false, 0},
+    {1, 8, true, 0},  {1, 8, false, 1}, {1, 8, false, 4}};
+constexpr Variant kBulkVariants[] = {{1, 6, false, 0}, {1, 6, true, 0},  {1, 7, false, 0},
+                                     {1, 7, true, 0},  {1, 8, false, 0}, {1, 8, true, 0},
+                                     {1, 8, false, 1}, {1, 8, true, 3},  {1, 8, false, 4}};
+constexpr Variant kStreamVariants[] = {
+    {1, 8, false, 0}, {1, 8, true, 0}, {1, 8, false, 1}, {1, 8, true, 3}, {1, 8, false, 4}};
 
 // Distinct random experts per row and softmax-like positive weights.
 void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<int32_t>* ids,
@@ -113,11 +119,14 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
   if (H % 64 == 0 && I % 64 == 0 && c.k <= 12) {
     EXPECT_TRUE(moe_gate_up_bulk_supported(gp)) << c.name;
     EXPECT_TRUE(moe_down_bulk_supported(dp)) << c.name;
+    EXPECT_TRUE(moe_gate_up_stream_supported(gp)) << c.name;
+    EXPECT_TRUE(moe_down_stream_supported(dp)) << c.name;
   }
   for (const Variant& v : variants) {
     gp.decode = dp.decode = v.decode;
     gp.pipe = dp.pipe = v.pipe;
     gp.pdl = dp.pdl = v.pdl;
+    gp.stream_groups = dp.stream_groups = v.groups;
     dact.poison();
     EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
@@ -126,8 +135,9 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
     EXPECT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const double e2 = testing::rel_err(dres.download(), out_ref);
-    std::printf("moe decode %d pipe %d%s %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
-                v.decode, v.pipe, v.pdl ? " pdl" : "", c.name, e1, e2);
+    std::printf(
+        "moe decode %d pipe %d%s groups %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
+        v.decode, v.pipe, v.pdl ? " pdl" : "", v.groups, c.name, e1, e2);
     EXPECT_LT(e1, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
     EXPECT_LT(e2, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
     worst.gate_up = std::max(worst.gate_up, e1);  // NaN-safe: rel_err maps NaN to +inf
@@ -170,15 +180,18 @@ TEST(Moe, ExtremeScaleBytesMatchFp64Reference) {
               lo.down, hi.gate_up, hi.down);
 }
 
-// Pipe 6 (PDL off / on) at the given decode batches on a small shape with two K slices in
-// gate_up (nb = 34: slices of 32 and 2 blocks) and k = 4 (down teams of 4 warps); every 8th
-// batch with 2% extreme scale bytes (exact fallback path).
-void check_bulk_batches(const std::vector<int>& batches, const char* what) {
+// Pipes 6 / 7 / 8 (PDL off / on; pipe 8 also at 1, 3 and 4 row groups per copy) at the given
+// decode batches on a small shape with an odd number of MX blocks per gate_up row step (nb =
+// 34), 48 row groups per routed expert (pipe 8 chunks clipped at expert boundaries) and k = 4
+// (down teams of 4 warps); every 8th batch with 2% extreme scale bytes (exact fallback path).
+template <size_t N>
+void check_bulk_batches(const std::vector<int>& batches, const char* what,
+                        const Variant (&variants)[N]) {
   std::mt19937_64 rng(testing::fresh_seed(what));
   Errors worst;
   for (int batch : batches) {
     const MoeCase c{"bulk k4 1088x192 E16", batch, 4, 1088, 192, 16, true};
-    const Errors e = check_case(rng, c, batch % 8 == 0 ? 0.02 : 0.0, 0, 33, kBulkVariants);
+    const Errors e = check_case(rng, c, batch % 8 == 0 ? 0.02 : 0.0, 0, 33, variants);
     worst.gate_up = std::max(worst.gate_up, e.gate_up);
     worst.down = std::max(worst.down, e.down);
   }
@@ -189,12 +202,17 @@ void check_bulk_batches(const std::vector<int>& batches, const char* what) {
 TEST(Moe, BulkPipeEveryBatchMatchesFp64Reference) {
   std::vector<int> batches(64);
   std::iota(batches.begin(), batches.end(), 1);
-  check_bulk_batches(batches, "moe bulk batches 1..64");
+  check_bulk_batches(batches, "moe bulk batches 1..64", kBulkVariants);
 }
 
 // Short version for compute-sanitizer (memcheck / racecheck with a gtest filter).
 TEST(Moe, BulkPipeSanitizerShapesMatchFp64Reference) {
-  check_bulk_batches({1, 3, 8}, "moe bulk batches 1, 3, 8");
+  check_bulk_batches({1, 3, 8}, "moe bulk batches 1, 3, 8", kBulkVariants);
+}
+
+// Pipe 8 only, for compute-sanitizer (memcheck / racecheck with a gtest filter).
+TEST(Moe, StreamPipeSanitizerShapesMatchFp64Reference) {
+  check_bulk_batches({1, 3, 8, 64}, "moe stream batches 1, 3, 8, 64", kStreamVariants);
 }
 
 // Pipe 6 on the gpt-oss shapes at decode batches 1, 5, 13 and k = 4 (down: 3 teams of 4
@@ -209,6 +227,22 @@ TEST(Moe, BulkPipeGptOssShapesMatchFp64Reference) {
     worst.down = std::max(worst.down, e.down);
   }
   std::printf("moe bulk pipe worst rel_err, gpt-oss shapes: gate_up %.3g down %.3g\n",
+              worst.gate_up, worst.down);
+}
+
+// Pipe 8 on the gpt-oss shapes at decode batches 1, 4 and 13: 16 gate_up warps share 8 ring
+// slots of 2 row groups, so warps take units a whole ring ahead of the slot's current chunk (the
+// case the slot tags exist for); down at batch 1 holds a block's whole share (3 units x k).
+TEST(Moe, StreamPipeGptOssShapesMatchFp64Reference) {
+  std::mt19937_64 rng(testing::fresh_seed("moe stream gpt-oss"));
+  Errors worst;
+  for (int batch : {1, 4, 13}) {
+    const MoeCase c{"stream k4 2880x2880 E8", batch, 4, 2880, 2880, 8, true};
+    const Errors e = check_case(rng, c, batch == 4 ? 0.02 : 0.0, 161, 190, kStreamVariants);
+    worst.gate_up = std::max(worst.gate_up, e.gate_up);
+    worst.down = std::max(worst.down, e.down);
+  }
+  std::printf("moe stream pipe worst rel_err, gpt-oss shapes: gate_up %.3g down %.3g\n",
               worst.gate_up, worst.down);
 }
 
@@ -279,8 +313,12 @@ TEST(Moe, RejectsBadParams) {
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2890, 8, 1.702f, 7.f};
   EXPECT_NE(g.validate().message().find("multiples of 32"), std::string::npos);
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2880, 8, 1.702f, 7.f};
-  g.pipe = 8;
+  g.pipe = 9;
   EXPECT_NE(g.validate().message().find("pipe"), std::string::npos);
+  g.pipe = 8;
+  EXPECT_TRUE(g.validate().ok());
+  g.stream_groups = 9;
+  EXPECT_NE(g.validate().message().find("stream_groups"), std::string::npos);
   MoeDownParams d;
   EXPECT_FALSE(d.validate().ok());
 }

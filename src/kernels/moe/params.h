@@ -38,10 +38,17 @@ struct MoeGateUpParams {
   // weights by 1-D TMA bulk copies of whole 8-row groups into a ~200 KB shared-memory ring per
   // SM, tensor-core decode from shared memory; fastest measured at batch 1..4 and with PDL,
   // docs/moe-decode.md), 7 = the same with 8 consumer warps x 2 stages (slower, kept for
-  // comparison). Pipes 6 / 7 need sm_90, H/32 and I/32 even, 16-byte aligned weights and batch
-  // <= 64; otherwise gate_up runs pipe 0 and down pipe 2 (the previous defaults).
+  // comparison), 8 = streaming kernels with chunks of several row groups per copy and a shared
+  // work queue (stream.cu, docs/moe-decode.md "Session 3, iteration 2": slower than pipe 6 at
+  // batch 1, faster for gate_up at batch >= 4, slower for down). Pipes 6 / 7 / 8 need
+  // sm_90, H/32 and I/32 even, 16-byte aligned weights and batch <= 64; otherwise gate_up runs
+  // pipe 0 and down pipe 2 (the previous defaults).
   int pipe = 6;
-  // Programmatic dependent launch (pdl.h), honoured by pipes 6 / 7 only (other pipes, and the
+  // Pipe 8 only: row groups (8 weight rows) per bulk copy; 0 = default (gate_up 2, down the
+  // block's whole unit range when it is at most 3 units, else 2). Lowered where the ring would
+  // not fit.
+  int stream_groups = 0;
+  // Programmatic dependent launch (pdl.h), honoured by pipes 6 / 7 / 8 only (other pipes, and the
   // fallbacks, are launched without the attribute). gate_up waits (pdl_wait) before reading ids,
   // which the router (the kernel just before it) writes; before the wait it only initialises its
   // mbarriers.
@@ -60,7 +67,8 @@ struct MoeDownParams {
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   int decode = 1;  // as MoeGateUpParams::decode
   int pipe = 6;    // as MoeGateUpParams::pipe (default 6; before: 2, the 12-warp cp.async ring)
-  // PDL (pipes 6 / 7 only). down reads ids and weights and issues its weight copies BEFORE
+  int stream_groups = 0;  // as MoeGateUpParams::stream_groups
+  // PDL (pipes 6 / 7 / 8 only). down reads ids and weights and issues its weight copies BEFORE
   // pdl_wait: the exception to rule 1 of pdl.h derived in docs/decode-overhead.md. down runs
   // right after gate_up, and down can only start early once every gate_up block has executed
   // pdl_trigger, which gate_up does right after its own pdl_wait, i.e. after the router (the

@@ -27,6 +27,13 @@ Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s);
 bool moe_gate_up_bulk_supported(const MoeGateUpParams& p);
 bool moe_down_bulk_supported(const MoeDownParams& p);
 
+// Streaming variant with multi-group copies and a shared work queue (p.pipe 8, stream.cu): same
+// contract, fallback rule and PDL handling as pipe 6.
+Status launch_moe_gate_up_stream(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_stream(const MoeDownParams& p, cudaStream_t s);
+bool moe_gate_up_stream_supported(const MoeGateUpParams& p);
+bool moe_down_stream_supported(const MoeDownParams& p);
+
 // Bench probe (bulk_probe.cu): `blocks` blocks each stream per_block contiguous bytes of src
 // through a ring of ring_bytes with bulk copies of `chunk` bytes (no compute).
 Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,

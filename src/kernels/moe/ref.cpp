@@ -39,7 +39,10 @@ Status MoeGateUpParams::validate() const {
     return InvalidArgument("moe_gate_up: null pointer argument");
   }
   if (decode != 0 && decode != 1) return InvalidArgument("moe_gate_up: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 7) return InvalidArgument("moe_gate_up: pipe must be in 0..7");
+  if (pipe < 0 || pipe > 8) return InvalidArgument("moe_gate_up: pipe must be in 0..8");
+  if (stream_groups < 0 || stream_groups > 8) {
+    return InvalidArgument("moe_gate_up: stream_groups must be in 0..8");
+  }
   return check_shape("moe_gate_up", batch, k, hidden, inter, n_experts);
 }
 
@@ -48,7 +51,10 @@ Status MoeDownParams::validate() const {
     return InvalidArgument("moe_down: null pointer argument");
   }
   if (decode != 0 && decode != 1) return InvalidArgument("moe_down: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 7) return InvalidArgument("moe_down: pipe must be in 0..7");
+  if (pipe < 0 || pipe > 8) return InvalidArgument("moe_down: pipe must be in 0..8");
+  if (stream_groups < 0 || stream_groups > 8) {
+    return InvalidArgument("moe_down: stream_groups must be in 0..8");
+  }
   return check_shape("moe_down", batch, k, hidden, inter, n_experts);
 }
 
