@@ -42,10 +42,22 @@ struct SamplingState {
   Mirror<kern::SampleRowParams> rows;  // [logits rows of the step]
   Mirror<kern::SampleRowOut> outs;     // [logits rows of the step]
   Mirror<int32_t> pen;                 // tokens then counts, [2 * pairs]
+  void* ws = nullptr;                  // kern::sample_workspace_bytes(rows) (device)
+  size_t ws_bytes = 0;
+  Status reserve_ws(int64_t n_rows) {
+    const size_t need = kern::sample_workspace_bytes(static_cast<int>(n_rows));
+    if (need <= ws_bytes) return Status::Ok();
+    if (ws) cudaFree(ws);
+    ws = nullptr, ws_bytes = 0;
+    GS_RETURN_IF_ERROR(kern::cuda_status(cudaMalloc(&ws, need), "sampling workspace"));
+    ws_bytes = need;
+    return Status::Ok();
+  }
   ~SamplingState() {
     rows.release();
     outs.release();
     pen.release();
+    if (ws) cudaFree(ws);
   }
 };
 
@@ -144,6 +156,7 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
   GS_RETURN_IF_ERROR(st.rows.reserve(rp.size(), "sampling row params"));
   GS_RETURN_IF_ERROR(st.outs.reserve(rp.size(), "sampling outputs"));
   GS_RETURN_IF_ERROR(st.pen.reserve(2 * toks.size() + 1, "sampling penalty lists"));
+  GS_RETURN_IF_ERROR(st.reserve_ws(static_cast<int64_t>(rp.size())));
   std::copy(rp.begin(), rp.end(), st.rows.host);
   std::copy(toks.begin(), toks.end(), st.pen.host);
   std::copy(counts.begin(), counts.end(), st.pen.host + toks.size());
@@ -185,6 +198,8 @@ Status CudaModelRunner::Impl::after_forward(int64_t first, int n, StepOutput* ou
   p.rows = n;
   p.vocab = static_cast<int>(V);
   p.ld = static_cast<int>(V);
+  p.workspace = st.ws;
+  p.workspace_bytes = st.ws_bytes;
   GS_RETURN_IF_ERROR(kern::launch_sample(p, stream));
   GS_CUDA_RETURN(cudaMemcpyAsync(st.outs.host + first, st.outs.dev + first,
                                  n * sizeof(kern::SampleRowOut), cudaMemcpyDeviceToHost, stream));

@@ -1,4 +1,4 @@
-// Device sampler (sample_rows_f32) against the reference CPU sampler (runtime/sampler.h):
+// Device sampler (launch_sample) against the reference CPU sampler (runtime/sampler.h):
 // survivor sets and probabilities, chi-square of the draws, greedy, seeds, logprobs, penalties,
 // vocab_limit, bad rows.
 #include <gtest/gtest.h>
@@ -65,7 +65,10 @@ DevResult run_device(const std::vector<float>& logits, std::vector<RowCase> case
   DevBuf<SampleRowOut> dout(rows);
   dl.upload(logits), drp.upload(rp), dt.upload(toks), dc.upload(counts);
   dout.poison();
-  SampleParams p{dl.get(), drp.get(), dt.get(), dc.get(), dout.get(), dp.get(), rows, V, V};
+  DevBuf<uint8_t> ws(sample_workspace_bytes(rows));
+  ws.poison();  // the kernels must not depend on its contents
+  SampleParams p{dl.get(), drp.get(), dt.get(), dc.get(), dout.get(), dp.get(),
+                 rows,     V,         V,        ws.get(), ws.bytes()};
   EXPECT_TRUE(launch_sample(p, 0).ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return {dout.download(), debug ? dp.download() : std::vector<float>{}};
@@ -120,44 +123,55 @@ bool boundary_flip(std::span<const float> row, const GenerationParams& p,
   return top_p_edge || min_p_edge;
 }
 
-TEST(DeviceSampler, SurvivorsAndProbabilitiesMatchCpu) {
-  std::mt19937_64 rng(testing::fresh_seed("device sampler survivors"));
+// Survivor sets and probabilities of many parameter sets and row shapes at vocabulary V (the
+// device keeps at most kSampleCandidates candidates; flat rows and top_k 20000 need more and
+// take the whole-row path).
+void survivors_match_cpu(int V, const char* what) {
+  std::mt19937_64 rng(testing::fresh_seed(what));
   std::vector<RowCase> cases;
   std::vector<Shape> shapes;
   const std::vector<SampleRowParams> params = {
-      rowp(0.f, 0, 1.f, 0.f),  rowp(1.f, 0, 1.f, 0.f),      rowp(0.7f, 50, 1.f, 0.f),
-      rowp(1.f, 0, 0.9f, 0.f), rowp(1.f, 0, 1.f, 0.05f),    rowp(1.25f, 1000, 0.95f, 0.01f),
-      rowp(0.5f, 1, 1.f, 0.f), rowp(1.5f, 20000, 0.5f, 0.f)};
+      rowp(0.f, 0, 1.f, 0.f),     rowp(1.f, 0, 1.f, 0.f),       rowp(0.7f, 50, 1.f, 0.f),
+      rowp(1.f, 0, 0.9f, 0.f),    rowp(1.f, 0, 1.f, 0.05f),     rowp(1.25f, 1000, 0.95f, 0.01f),
+      rowp(0.5f, 1, 1.f, 0.f),    rowp(1.5f, 20000, 0.5f, 0.f), rowp(1.f, 0, 0.9f, 0.05f),
+      rowp(0.7f, 0, 0.99f, 0.2f), rowp(0.9f, 200, 1.f, 0.3f),   rowp(2.f, 0, 0.3f, 0.f)};
   for (Shape s : {Shape::kNormal, Shape::kPeaked, Shape::kFlat, Shape::kTies}) {
-    for (const auto& p : params) cases.push_back({p, {}}), shapes.push_back(s);
+    for (auto p : params) {
+      p.top_logprobs = static_cast<int32_t>(cases.size() % 4 == 1 ? 5 : 0);
+      cases.push_back({p, {}}), shapes.push_back(s);
+    }
   }
   RowCase pen{rowp(0.8f, 100, 0.97f, 0.f), {}};  // penalties
   pen.dev.presence = 0.5f, pen.dev.frequency = 0.75f;
   for (int i = 0; i < 300; ++i) pen.generated.push_back(static_cast<int32_t>(rng() % 64) * 7);
   cases.push_back(pen), shapes.push_back(Shape::kPeaked);
-  RowCase lim{rowp(1.f, 0, 0.99f, 0.f), {}};
-  lim.dev.vocab_limit = 200019;
-  cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
-  lim.dev.temperature = 0.f;
-  cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
+  if (V == kV) {
+    RowCase lim{rowp(1.f, 0, 0.99f, 0.f), {}};
+    lim.dev.vocab_limit = 200019;
+    cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
+    lim.dev.temperature = 0.f;
+    cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
+    lim.dev.temperature = 1.f, lim.dev.top_p = 1.f;  // unfiltered draw, last block partial
+    cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
+  }
   std::vector<float> logits;
   for (Shape s : shapes) {
-    auto r = make_row(rng, s, kV);
+    auto r = make_row(rng, s, V);
     logits.insert(logits.end(), r.begin(), r.end());
   }
-  const DevResult dev = run_device(logits, cases, kV, true);
+  const DevResult dev = run_device(logits, cases, V, true);
   double worst = 0;
   int flips = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
-    std::span<const float> row(logits.data() + i * kV, kV);
+    std::span<const float> row(logits.data() + i * V, V);
     const GenerationParams cp = cpu_params(cases[i].dev);
     auto want = sampling_distribution(row, cp, cases[i].generated);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     std::vector<int32_t> ids;
     std::vector<double> ref;
     std::vector<float> got;
-    for (int v = 0; v < kV; ++v) {
-      if (dev.probs[i * kV + v] >= 0.f) ids.push_back(v);
+    for (int v = 0; v < V; ++v) {
+      if (dev.probs[i * V + v] >= 0.f) ids.push_back(v);
     }
     std::vector<int32_t> want_ids = want->ids;
     std::sort(want_ids.begin(), want_ids.end());
@@ -170,7 +184,7 @@ TEST(DeviceSampler, SurvivorsAndProbabilitiesMatchCpu) {
     }
     for (size_t j = 0; j < want->ids.size(); ++j) {
       ref.push_back(want->probs[j]);
-      got.push_back(dev.probs[i * kV + want->ids[j]]);
+      got.push_back(dev.probs[i * V + want->ids[j]]);
     }
     const double e = testing::rel_err(got, ref);
     worst = std::max(worst, e);
@@ -180,9 +194,18 @@ TEST(DeviceSampler, SurvivorsAndProbabilitiesMatchCpu) {
         << "row " << i << " drew " << dev.out[i].token << ", not a survivor";
   }
   std::printf(
-      "survivor probabilities: worst relative error %.3g over %zu rows (%d boundary flips)\n",
-      worst, cases.size(), flips);
-  EXPECT_LE(flips, 2);
+      "V %d: survivor probabilities: worst relative error %.3g over %zu rows (%d boundary "
+      "flips)\n",
+      V, worst, cases.size(), flips);
+  EXPECT_LE(flips, 4);
+}
+
+TEST(DeviceSampler, SurvivorsAndProbabilitiesMatchCpu) {
+  survivors_match_cpu(kV, "device sampler survivors");
+}
+
+TEST(DeviceSampler, SurvivorsMatchCpuSmallVocab) {  // 3 blocks, the last one partial
+  survivors_match_cpu(4099, "device sampler survivors V 4099");
 }
 
 // Chi-square critical value at p = 1e-4 (Wilson-Hilferty).
@@ -207,6 +230,7 @@ TEST(DeviceSampler, DrawsFollowTheDistribution) {
     DevBuf<SampleRowParams> drp(kRows);
     DevBuf<SampleRowOut> dout(kRows);
     DevBuf<int32_t> dpen(1);
+    DevBuf<uint8_t> ws(sample_workspace_bytes(kRows));
     for (int r = 0; r < kRows; ++r) {
       cudaMemcpy(dl.get() + static_cast<size_t>(r) * kV, row.data(), kV * sizeof(float),
                  cudaMemcpyHostToDevice);
@@ -219,8 +243,8 @@ TEST(DeviceSampler, DrawsFollowTheDistribution) {
         rp[r].counter = static_cast<uint64_t>(l) * kRows + r;
       }
       drp.upload(rp);
-      SampleParams p{dl.get(), drp.get(), dpen.get(), dpen.get(), dout.get(),
-                     nullptr,  kRows,     kV,         kV};
+      SampleParams p{dl.get(), drp.get(), dpen.get(), dpen.get(), dout.get(), nullptr,
+                     kRows,    kV,        kV,         ws.get(),   ws.bytes()};
       ASSERT_TRUE(launch_sample(p, 0).ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       for (const auto& o : dout.download()) ++hist[o.token];
@@ -256,6 +280,8 @@ TEST(DeviceSampler, GreedySeedsLogprobsPenalties) {
   for (int i = 0; i < 12; ++i) {
     auto r = make_row(rng, i % 3 == 0 ? Shape::kTies : Shape::kNormal, kV);
     RowCase c{rowp(i < 6 ? 0.f : 1.f, 0, 1.f, 0.f), {}};
+    if (i == 8) c.dev.top_k = 40;  // filtered draws: the alternatives from the candidates
+    if (i == 9) c.dev.top_p = 0.9f, c.dev.min_p = 0.05f;
     c.dev.top_logprobs = 1 + i % kMaxTopLogprobs;
     c.dev.seed = rng();
     if (i == 1) r[7] = r[9] = 1000.f;  // tie at the max: the lower id
@@ -341,6 +367,22 @@ TEST(DeviceSampler, NonFiniteRowsAndBadParams) {
   EXPECT_FALSE(bad.validate(kV).ok());
   bad = {}, bad.vocab_limit = kV + 1;
   EXPECT_FALSE(bad.validate(kV).ok());
+  SampleParams small{reinterpret_cast<float*>(16),
+                     &bad,
+                     nullptr,
+                     nullptr,
+                     reinterpret_cast<SampleRowOut*>(16),
+                     nullptr,
+                     4,
+                     kV,
+                     kV,
+                     reinterpret_cast<void*>(16),
+                     sample_workspace_bytes(4) - 1};
+  const Status st = small.validate();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("workspace"), std::string::npos) << st.ToString();
+  small.workspace_bytes += 1;
+  EXPECT_TRUE(small.validate().ok());
   EXPECT_TRUE(SampleRowParams{}.validate(kV).ok());
 }
 

@@ -35,7 +35,7 @@ Status launch_greedy_finalize(const GreedyFinalizeParams& p, cudaStream_t stream
 
 std::vector<int32_t> argmax_ref(const std::vector<float>& logits, int batch, int vocab);
 
-// ---- Full sampling on the device (kernel sample_rows_f32: one 1024-thread block per row) ----
+// ---- Full sampling on the device (sampler.cu / finish.cu; see sample_core.cuh) ----
 // Per row, the reference CPU sampler's rule (runtime/sampler.h): z = logits with ids >=
 // vocab_limit masked and presence/frequency penalties from the row's (token, count) list;
 // logprobs from log_softmax(z); temperature 0 = argmax (lowest id on ties); otherwise
@@ -43,8 +43,11 @@ std::vector<int32_t> argmax_ref(const std::vector<float>& logits, int batch, int
 // those reaching top_p of their mass, those with w >= min_p; one draw over the survivors from
 // splitmix64(seed, counter). Thresholds come from radix-select histogram passes over the
 // 64-bit key (orderable f32 bits of z, ~id): no sort. Masses are 2^-40 fixed point (integer
-// atomics: the same inputs give the same token on every run).
+// atomics: the same inputs give the same token on every run). Four launches: three passes over
+// the row by ceil(vocab / 2048) blocks per row, then one block per row finishes over at most
+// kSampleCandidates candidate keys (or over the whole row when more are needed).
 inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kSampleCandidates = 24576;  // candidate keys per row (finish kernel)
 
 struct SampleRowParams {  // one row's request, in device memory
   float temperature = 1.f, top_p = 1.f, min_p = 0.f;
@@ -79,11 +82,17 @@ struct SampleParams {
   SampleRowOut* out = nullptr;           // [rows] (device)
   float* debug_probs = nullptr;          // [rows, ld] or null: survivor probability, -1 elsewhere
   int rows = 0, vocab = 0, ld = 0;
+  void* workspace = nullptr;   // sample_workspace_bytes(rows) of device memory (no init needed;
+  size_t workspace_bytes = 0;  // one launch at a time per workspace)
   Status validate() const;
 };
 
-// One launch, no host sync, graph-capturable (all per-row inputs live in device memory).
-Status launch_sample(const SampleParams& p, cudaStream_t stream);  // kernel sample_rows_f32
+// Device workspace for `rows` rows (about 160 KB per row).
+size_t sample_workspace_bytes(int rows);
+
+// No host sync, graph-capturable (all per-row inputs live in device memory): kernels
+// sample_stats, sample_hist, sample_compact, sample_finish on `stream`.
+Status launch_sample(const SampleParams& p, cudaStream_t stream);
 
 // splitmix64 (the draw's generator; shared by host tests and the kernel).
 __host__ __device__ inline constexpr uint64_t splitmix64(uint64_t x) {

@@ -56,6 +56,11 @@ Status SampleParams::validate() const {
   if (rows <= 0 || vocab <= 0 || ld < vocab)
     return InvalidArgument("sample: need rows, vocab > 0 and ld >= vocab");
   if (vocab > (1 << 18)) return InvalidArgument("sample: vocab must be <= 262144 (18-bit ids)");
+  if (!workspace || workspace_bytes < sample_workspace_bytes(rows)) {
+    return InvalidArgument("sample: workspace of " + std::to_string(workspace_bytes) +
+                           " bytes, need sample_workspace_bytes(" + std::to_string(rows) +
+                           ") = " + std::to_string(sample_workspace_bytes(rows)));
+  }
   return Status::Ok();
 }
 

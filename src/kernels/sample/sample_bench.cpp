@@ -1,5 +1,6 @@
-// sample_rows_f32 timing: rows 1/8/64 x vocab 201088, one parameter set per case (cases.h);
-// argmax_f32 (greedy only) for comparison. Reports us per call and the logits bytes read once.
+// launch_sample timing (4 kernels): rows 1/8/64 x vocab 201088, one parameter set per case
+// (cases.h); argmax_f32 (greedy only) for comparison. Reports us per call and the logits bytes read
+// once.
 #include <cstdio>
 #include <random>
 #include <string>
@@ -22,9 +23,11 @@ int main() {
   testing::DevBuf<SampleRowParams> drp(max_rows);
   testing::DevBuf<SampleRowOut> dout(max_rows);
   testing::DevBuf<int32_t> dpen(1);
+  testing::DevBuf<uint8_t> ws(sample_workspace_bytes(max_rows));
   testing::DevBuf<unsigned long long> keys(max_rows);
   cudaMemset(keys.get(), 0, keys.bytes());
-  std::printf("sample_rows_f32 (one 1024-thread block per row), vocab %d\n", V);
+  std::printf("launch_sample (stats, hist, compact: multi-block; finish: 1 block/row), vocab %d\n",
+              V);
   for (int rows : kSampleBenchRows) {
     const double ms_argmax = testing::time_ms(
         [&] {
@@ -41,7 +44,8 @@ int main() {
         rp[r].seed = 42, rp[r].counter = static_cast<uint64_t>(r);
       }
       cudaMemcpy(drp.get(), rp.data(), rows * sizeof(SampleRowParams), cudaMemcpyHostToDevice);
-      SampleParams p{dl.get(), drp.get(), dpen.get(), dpen.get(), dout.get(), nullptr, rows, V, V};
+      SampleParams p{dl.get(), drp.get(), dpen.get(), dpen.get(), dout.get(), nullptr,
+                     rows,     V,         V,          ws.get(),   ws.bytes()};
       const double ms = testing::time_ms([&] { (void)launch_sample(p, 0); }, 50);
       std::printf("  rows %2d  %-46s %8.1f us\n", rows, c.name, ms * 1e3);
     }
