@@ -33,6 +33,7 @@ inline constexpr FlashCase kFlashCases[] = {
     {"T2048 64/8 p0 0 full", 1, 2048, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 61, true},
     {"T2048 64/8 p0 1000 sliding 128", 1, 2048, 1000, 64, 8, 128, 2.f, 4.f, 1, 0, 61, true},
     {"T2048 8/1 (G=8) p0 300 full", 1, 2048, 300, 8, 1, 0, 2.f, 4.f, 1, 0, 17, true},
+    {"T2048 64/8 p0 16384 full (depth)", 1, 2048, 16384, 64, 8, 0, 2.f, 4.f, 1, 0, 127, true},
     // Bench only (one gpt-oss layer: 64 q heads, 8 kv heads).
     {"T512 p0 0 full", 1, 512, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
     {"T512 p0 0 sliding 128", 1, 512, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},

@@ -1,9 +1,10 @@
 // flash_attn bench: one gpt-oss layer's attention over a chunk at depth p0 (random inputs,
 // identity block table). TFLOP/s count 4 * 64 * nh FLOPs per (query, key) pair actually
 // attended (causal, window); GB/s count the distinct K/V bytes of the attended context.
-// Usage: flash_attn_bench [case-substring]
+// Usage: flash_attn_bench [case-substring [config index]] (one config: for ncu)
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -64,19 +65,23 @@ int main(int argc, char** argv) {
     const double pairs = flash_attn_pairs(c.p0, T, c.window);
     const int lo0 = c.window > 0 ? std::max(0, c.p0 - c.window + 1) : 0;
     const double kv_bytes = 2.0 * 2 * D * c.n_kv_heads * static_cast<double>(ctx - lo0);
-    // (variant, stages, precise): the wide shapes in bf16, then the default in precise mode.
-    const int cfgs[][3] = {{2, 2, 0}, {2, 3, 0}, {3, 2, 0}, {3, 3, 0},
-                           {4, 2, 0}, {4, 3, 0}, {0, 0, 1}};
+    // (variant, stages, precise, legacy softmax): the session-2 default for A/B, the wide shapes
+    // in bf16, then the default in precise mode (legacy and new).
+    const int cfgs[][4] = {{2, 3, 0, 1}, {2, 3, 0, 0}, {2, 4, 0, 0}, {3, 3, 0, 0},
+                           {5, 3, 0, 0}, {6, 3, 0, 0}, {6, 4, 0, 0}, {7, 3, 0, 0},
+                           {7, 4, 0, 0}, {0, 0, 1, 1}, {0, 0, 1, 0}};
     for (const auto& cfg : cfgs) {
+      if (argc > 2 && &cfg - cfgs != std::atoi(argv[2])) continue;
       p.variant = cfg[0];
       p.stages = cfg[1];
       p.precise = cfg[2] != 0;
+      p.legacy_softmax = cfg[3] != 0;
       if (!launch_flash_attn(p, 0).ok()) return 1;
       const double ms = testing::time_ms([&] { (void)launch_flash_attn(p, 0); }, 10);
       const double tf = 4.0 * D * c.n_heads * pairs / (ms * 1e-3) / 1e12;
-      std::printf("| %s | v%d s%d %s | %.1f us | %.1f | %.1f%% | %.0f |\n", c.name, cfg[0], cfg[1],
-                  cfg[2] ? "precise" : "bf16", ms * 1e3, tf, 100.0 * tf / tflops_ceil,
-                  kv_bytes / (ms * 1e-3) / 1e9);
+      std::printf("| %s | v%d s%d %s%s | %.1f us | %.1f | %.1f%% | %.0f |\n", c.name, cfg[0],
+                  cfg[1], cfg[2] ? "precise" : "bf16", cfg[3] ? " legacy" : "", ms * 1e3, tf,
+                  100.0 * tf / tflops_ceil, kv_bytes / (ms * 1e-3) / 1e9);
     }
   }
   return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;

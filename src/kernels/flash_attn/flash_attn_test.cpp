@@ -61,7 +61,7 @@ Inputs make_inputs(const FlashCase& c, std::mt19937_64& rng) {
 
 // Runs the kernel; returns the output [tokens, nh * 64].
 std::vector<float> run_gpu(const FlashCase& c, const Inputs& in, bool precise, int variant,
-                           int stages) {
+                           int stages, bool legacy = false) {
   DevBuf<uint16_t> dk(in.kc.size()), dv(in.vc.size());
   DevBuf<float> dq(in.q.size()), ds(in.sinks.size()), dout(in.q.size()),
       dpo(in.q.size() * c.splits), dml(static_cast<size_t>(in.tokens) * c.n_heads * c.splits * 2);
@@ -98,6 +98,7 @@ std::vector<float> run_gpu(const FlashCase& c, const Inputs& in, bool precise, i
   p.variant = variant;
   p.stages = stages;
   p.precise = precise;
+  p.legacy_softmax = legacy;
   const Status st = launch_flash_attn(p, 0);
   EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
@@ -157,19 +158,26 @@ TEST(FlashAttn, MatchesFp64Reference) {
     if (small && (c.seqs * c.tokens > 300 || c.p0 > 1000)) continue;
     const Inputs in = make_inputs(c, rng);
     const Ref ref = reference(c, in);
-    for (int precise = 0; precise < 2; ++precise) {
-      const double err = compare(c, ref, run_gpu(c, in, precise != 0, c.variant, 0));
-      worst[precise] = std::max(worst[precise], err);
-      std::printf("flash_attn %-40s %s rel_err %.3g\n", c.name, precise ? "precise" : "bf16   ",
-                  err);
-      // bf16 q and P: ~2^-9 relative per input, averaged over the keys. NaN/unwritten: inf.
-      EXPECT_LT(err, precise ? 5e-5 : 1e-2) << c.name << (precise ? " precise" : " bf16");
+    // The case's variant, then (auto cases) the mbarrier-ring shapes 6 and 7 as well.
+    const int variants[] = {c.variant, c.variant == 0 ? 6 : -1, c.variant == 0 ? 7 : -1};
+    for (const int v : variants) {
+      if (v < 0) continue;
+      for (int precise = 0; precise < 2; ++precise) {
+        const double err = compare(c, ref, run_gpu(c, in, precise != 0, v, 0));
+        worst[precise] = std::max(worst[precise], err);
+        std::printf("flash_attn %-40s v%d %s rel_err %.3g\n", c.name, v,
+                    precise ? "precise" : "bf16   ", err);
+        // bf16 q and P: ~2^-9 relative per input, averaged over the keys. NaN/unwritten: inf.
+        EXPECT_LT(err, precise ? 5e-5 : 1e-2)
+            << c.name << " variant " << v << (precise ? " precise" : " bf16");
+      }
     }
   }
   std::printf("flash_attn worst rel_err: bf16 %.3g, precise %.3g\n", worst[0], worst[1]);
 }
 
-// Every CTA shape (variant 1..4) and ring depth (2..4) on a few structurally different cases.
+// Every CTA shape (variant 1..7) and ring depth (2..4) on a few structurally different cases,
+// with the current softmax and (variant 2) the session-2 one kept for A/B timing.
 TEST(FlashAttn, AllVariantsMatch) {
   std::mt19937_64 rng(testing::fresh_seed("flash_attn variants"));
   const char* names[] = {"T7 64/8 p0 150 sliding 128", "3 seqs x T100 64/8 p0 500 full",
@@ -183,10 +191,12 @@ TEST(FlashAttn, AllVariantsMatch) {
     }
     const Inputs in = make_inputs(c, rng);
     const Ref ref = reference(c, in);
-    for (int variant = 1; variant <= 4; ++variant)
+    for (int variant = 1; variant <= 8; ++variant)  // 8: variant 2 with the legacy softmax
       for (int stages = 2; stages <= 4; ++stages)
         for (int precise = 0; precise < 2; ++precise) {
-          const double err = compare(c, ref, run_gpu(c, in, precise != 0, variant, stages));
+          const double err = compare(
+              c, ref,
+              run_gpu(c, in, precise != 0, variant == 8 ? 2 : variant, stages, variant == 8));
           worst[precise] = std::max(worst[precise], err);
           EXPECT_LT(err, precise ? 5e-5 : 1e-2)
               << c.name << " variant " << variant << " stages " << stages << " precise " << precise;
@@ -218,7 +228,7 @@ TEST(FlashAttn, RejectsBadParams) {
   p.n_heads = 8 * 17;  // G = 17 > 16
   EXPECT_FALSE(p.validate().ok());
   p.n_heads = 64;
-  p.variant = 5;
+  p.variant = 8;
   EXPECT_FALSE(p.validate().ok());
   p.variant = 1;
   p.stages = 1;

@@ -27,10 +27,18 @@
 namespace gossamer::kern {
 namespace {
 
-constexpr int kD = 64, kBc = 64, kMaxTq = 128, kFar = 1 << 30;
-constexpr int kTileBytes = kBc * kD * 2;     // one K (or V) tile, bf16
-constexpr int kStaticSmem = 4 * kMaxTq * 4;  // s_seq, s_pos, s_lo, s_lead
+constexpr int kD = 64, kBc = 64, kMaxTq = 256, kFar = 1 << 30;
+constexpr int kTileBytes = kBc * kD * 2;          // one K (or V) tile, bf16
+constexpr int kStaticSmem = 4 * kMaxTq * 4 + 64;  // s_seq, s_pos, s_lo, s_lead, s_bar
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1): B fragment of the row-sum MMA
+
+// 2^x on the MUFU alone (ftz: no denormal fix-up instructions; -inf -> 0).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Per-thread view of its two query rows (g and g + 8 of the warp's 16) within one segment.
 struct Rows {
@@ -38,12 +46,17 @@ struct Rows {
   bool act[2];        // row belongs to the current segment
 };
 
+// FAST (default): exp2 via ex2.approx.ftz, O rescaled only when a row max of the warp grew
+// (alpha is exactly 1 otherwise), row sums from one extra MMA of P with a ones B fragment (la:
+// every column holds the full row sum of the bf16 P that also multiplies V). !FAST: exp2f with
+// denormal handling, O rescaled every tile, sums by FADD + quad shuffles (the session-2 softmax).
 template <int W, bool PRECISE>
 struct Frags {
   uint32_t qh[4][4];                // Q A-fragments per k-step (16 head dims)
   uint32_t ql[PRECISE ? 4 : 1][4];  // bf16 residual of Q (precise mode)
   float o[8][4];                    // O accumulators: 8 n-blocks of 8 dims
-  float m[2], l[2];                 // running max (raw score units), partial row sums
+  float m[2], l[2];                 // running max (raw score units), partial row sums (!FAST)
+  float la[4];                      // row-sum MMA accumulator (FAST): rows g (0, 1), g + 8 (2, 3)
 };
 
 // Copies key tile kt (keys kt*64 ..) of K and V into ring slot `base` (smem address).
@@ -69,19 +82,36 @@ __device__ __forceinline__ void load_tile(const FlashAttnParams& p, const int32_
   }
 }
 
-// s[16 x 64 keys] = Q K^T for the K tile at smem address kb.
+// Lane address offsets into a 128-B-aligned swizzled tile (key k, chunk c at k * 128 +
+// ((c ^ (k & 7)) << 4)): with the tile base aligned, (base + lane offset) ^ (chunk bits << 4)
+// + row block * 1024 is the swizzled address, one LOP per ldmatrix at most.
+// K (QK^T, B operand): row (nb + (mi >> 1)) * 8 + l7, chunk 2 ks + (mi & 1).
+__device__ __forceinline__ uint32_t k_lane_off() {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, l7 = lane & 7;
+  return ((mi >> 1) * 8 + l7) * 128 + (((mi & 1) ^ l7) << 4);
+}
+// V (PV, B operand via .trans): row 16 j + (mi & 1) * 8 + l7, chunk nb + (mi >> 1).
+__device__ __forceinline__ uint32_t v_lane_off() {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, l7 = lane & 7;
+  return ((mi & 1) * 8 + l7) * 128 + (((mi >> 1) ^ l7) << 4);
+}
+
+// s[16 x 64 keys] = Q K^T for the K tile at smem address kb (128-B aligned).
 template <int W, bool PRECISE>
 __device__ __forceinline__ void qk_tile(const Frags<W, PRECISE>& f, uint32_t kb, float (&s)[8][4]) {
-  const int lane = threadIdx.x & 31, mi = lane >> 3;
+  const uint32_t kl = kb + k_lane_off();
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
 #pragma unroll
     for (int nb = 0; nb < 8; nb += 2) {
-      const int row = (nb + (mi >> 1)) * 8 + (lane & 7), chunk = ks * 2 + (mi & 1);
       uint32_t b[4];
-      ldsm_x4(kb + (row * 8 + (chunk ^ (lane & 7))) * 16, b);
+      const uint32_t a = kl ^ (ks << 5);
+      if (nb == 0) ldsm_x4_at<0>(a, b);
+      if (nb == 2) ldsm_x4_at<2048>(a, b);
+      if (nb == 4) ldsm_x4_at<4096>(a, b);
+      if (nb == 6) ldsm_x4_at<6144>(a, b);
       mma_bf16(s[nb], f.qh[ks], b[0], b[1]);
       mma_bf16(s[nb + 1], f.qh[ks], b[2], b[3]);
       if constexpr (PRECISE) {
@@ -94,7 +124,7 @@ __device__ __forceinline__ void qk_tile(const Frags<W, PRECISE>& f, uint32_t kb,
 
 // Masks s against the rows' key ranges (when the tile crosses one), updates the running max and
 // sums, rescales O and turns s into probabilities (exp2 units: scores * c, c = scale * log2e).
-template <int W, bool PRECISE>
+template <int W, bool PRECISE, bool FAST>
 __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
                                              float (&s)[8][4]) {
   const int t4 = threadIdx.x & 3, kb = kt * kBc;
@@ -121,25 +151,47 @@ __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r
     mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 1));
     mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 2));
     mb[e] = mx[e] == -INFINITY ? 0.f : mx[e] * c;
-    const float alpha = exp2f(f.m[e] * c - mb[e]);  // m = -inf -> 0 (o and l are 0 then)
-    f.m[e] = mx[e];
-    f.l[e] *= alpha;
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha, f.o[nb][2 * e + 1] *= alpha;
   }
+  if constexpr (FAST) {
+    if (__any_sync(0xffffffffu, mx[0] != f.m[0] || mx[1] != f.m[1])) {
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+      for (int e = 0; e < 2; ++e) {
+        const float alpha = ex2_ftz(f.m[e] * c - mb[e]);  // 1 when unchanged, 0 from -inf
+        f.la[2 * e] *= alpha;
+        f.la[2 * e + 1] *= alpha;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[nb][e] = exp2f(fmaf(s[nb][e], c, -mb[e >> 1]));
-      f.l[e >> 1] += s[nb][e];
+        for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha, f.o[nb][2 * e + 1] *= alpha;
+      }
     }
+    f.m[0] = mx[0];
+    f.m[1] = mx[1];
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nb][e] = ex2_ftz(fmaf(s[nb][e], c, -mb[e >> 1]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float alpha = exp2f(f.m[e] * c - mb[e]);  // m = -inf -> 0 (o and l are 0 then)
+      f.m[e] = mx[e];
+      f.l[e] *= alpha;
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha, f.o[nb][2 * e + 1] *= alpha;
+    }
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nb][e] = exp2f(fmaf(s[nb][e], c, -mb[e >> 1]));
+        f.l[e >> 1] += s[nb][e];
+      }
+  }
 }
 
 // O += P V for the V tile at smem address vb (P from the S accumulators).
-template <int W, bool PRECISE>
+template <int W, bool PRECISE, bool FAST>
 __device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const float (&s)[8][4]) {
-  const int lane = threadIdx.x & 31, mi = lane >> 3;
+  const uint32_t vl = vb + v_lane_off();
 #pragma unroll
   for (int j = 0; j < 4; ++j) {  // k-step: keys 16j .. 16j + 15
     uint32_t a[4], al[4];
@@ -153,11 +205,18 @@ __device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const
       al[2] = pack_resid(s[2 * j + 1][0], s[2 * j + 1][1], a[2]);
       al[3] = pack_resid(s[2 * j + 1][2], s[2 * j + 1][3], a[3]);
     }
+    if constexpr (FAST) {  // row sums of this k-step's P: P[16 x 16] x ones[16 x 8]
+      mma_bf16(f.la, a, kOnes, kOnes);
+      if constexpr (PRECISE) mma_bf16(f.la, al, kOnes, kOnes);
+    }
 #pragma unroll
     for (int nb = 0; nb < 8; nb += 2) {
-      const int row = 16 * j + (mi & 1) * 8 + (lane & 7), chunk = nb + (mi >> 1);
       uint32_t b[4];
-      ldsm_x4_t(vb + (row * 8 + (chunk ^ (lane & 7))) * 16, b);
+      const uint32_t va = vl ^ (nb << 4);
+      if (j == 0) ldsm_x4_t_at<0>(va, b);
+      if (j == 1) ldsm_x4_t_at<2048>(va, b);
+      if (j == 2) ldsm_x4_t_at<4096>(va, b);
+      if (j == 3) ldsm_x4_t_at<6144>(va, b);
       mma_bf16(f.o[nb], a, b[0], b[1]);
       mma_bf16(f.o[nb + 1], a, b[2], b[3]);
       if constexpr (PRECISE) {
@@ -168,17 +227,31 @@ __device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const
   }
 }
 
+// Query row e (0: g, 1: g + 8) of this thread within the CTA's 16 W rows.
+__device__ __forceinline__ int cta_row(int e) {
+  return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * e;
+}
+
 // Writes this thread's rows of the segment: normalised with the sink (splits == 1) or as
-// unnormalised partials (o, m in log2 units, l) for the combine kernel.
-template <int W, bool PRECISE>
+// unnormalised partials (o, m in log2 units, l) for the combine kernel. Token and head are
+// recomputed here (not kept live through the tile loop: register pressure).
+template <int W, bool PRECISE, bool FAST>
 __device__ __forceinline__ void write_rows(const FlashAttnParams& p, Frags<W, PRECISE>& f,
-                                           const Rows& r, const int (&tok)[2], const int (&h)[2],
-                                           float c) {
+                                           const Rows& r, int tok0, float c) {
+  const int G = p.n_heads / p.n_kv_heads;
+  int tok[2], h[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+    tok[e] = tok0 + cta_row(e) / G, h[e] = blockIdx.y * G + cta_row(e) % G;
   const int t4 = threadIdx.x & 3, split = blockIdx.z;
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 1);
-    f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 2);
+    if constexpr (FAST) {
+      f.l[e] = f.la[2 * e];  // already the full row sum in every lane of the quad
+    } else {
+      f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 1);
+      f.l[e] += __shfl_xor_sync(0xffffffffu, f.l[e], 2);
+    }
     if (!r.act[e]) continue;
     const float ml2 = f.m[e] == -INFINITY ? -INFINITY : f.m[e] * c;
     const size_t row = static_cast<size_t>(tok[e]) * p.n_heads + h[e];
@@ -228,12 +301,22 @@ __device__ __forceinline__ void load_q(const FlashAttnParams& p, Frags<W, PRECIS
       }
 }
 
-template <int W, int S, bool PRECISE, int MINB>
+// MB: the ring is synchronised by mbarriers instead of a CTA barrier per tile: full[slot]
+// completes when every thread's copies of a fill have landed (cp.async.mbarrier.arrive.noinc),
+// empty[slot] when every thread has read the slot. Copies run S - 2 tiles ahead (a fill waits for
+// the slot's previous tile to be read by all), so warps may drift a tile apart and the softmax
+// of some warps overlaps the MMAs of others. Slots and phases follow a running tile count g
+// over the segments (slot g % S, phase g / S).
+template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB>
 __global__ void __launch_bounds__(W * 32, MINB)
     flash_attn_paged_bf16kv_f32q(FlashAttnParams p, int tq) {
   extern __shared__ __align__(128) uint8_t ring[];  // [S][K | V][64 keys][8 swizzled 16-B chunks]
   __shared__ int s_seq[kMaxTq], s_pos[kMaxTq], s_lo[kMaxTq], s_lead[kMaxTq];
+  __shared__ __align__(8) uint64_t s_bar[2 * S];  // MB: full[S], empty[S]
   const int tid = threadIdx.x, lane = tid & 31, G = p.n_heads / p.n_kv_heads, kh = blockIdx.y;
+  const uint32_t fbar = static_cast<uint32_t>(__cvta_generic_to_shared(s_bar)), ebar = fbar + 8 * S;
+  if (MB && tid == 0)
+    for (int i = 0; i < S; ++i) mbar_init(fbar + 8 * i, W * 32), mbar_init(ebar + 8 * i, W * 32);
   const int tok0 = (gridDim.x - 1 - blockIdx.x) * tq;  // late (long-context) tiles first
   const int ntok = min(tq, p.tokens - tok0);
   for (int i = tid; i < ntok; i += W * 32) {
@@ -257,7 +340,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
   bool ok[2];
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    const int r = (tid >> 5) * 16 + (lane >> 2) + 8 * e;
+    const int r = cta_row(e);
     rt[e] = r / G;
     ok[e] = rt[e] < ntok;
     tok[e] = tok0 + rt[e];
@@ -266,7 +349,9 @@ __global__ void __launch_bounds__(W * 32, MINB)
   Frags<W, PRECISE> f;
   load_q(p, f, tok, h, ok);
   const float c = p.scale * kLog2e;
-  const uint32_t ring0 = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  // 128-B aligned ring start (the swizzled ldmatrix addressing relies on it; 128 B spare).
+  const uint32_t ring0 = (static_cast<uint32_t>(__cvta_generic_to_shared(ring)) + 127u) & ~127u;
+  uint32_t gbase = 0;  // MB: running tile count
   for (int ld = 0; ld < ntok; ++ld) {
     if (!s_lead[ld]) continue;
     const int seq = s_seq[ld];
@@ -283,6 +368,7 @@ __global__ void __launch_bounds__(W * 32, MINB)
       r.pos[e] = r.act[e] ? s_pos[rt[e]] : kFar;
       f.m[e] = -INFINITY;
       f.l[e] = 0.f;
+      f.la[2 * e] = f.la[2 * e + 1] = 0.f;
     }
 #pragma unroll
     for (int nb = 0; nb < 8; ++nb) f.o[nb][0] = f.o[nb][1] = f.o[nb][2] = f.o[nb][3] = 0.f;
@@ -290,27 +376,48 @@ __global__ void __launch_bounds__(W * 32, MINB)
     const int chunk = (n + p.splits - 1) / p.splits;
     const int tbeg = tb0 + blockIdx.z * chunk, nt = max(0, min(tb0 + n, tbeg + chunk) - tbeg);
     const int32_t* table = p.block_table + static_cast<size_t>(seq) * p.max_blocks;
-#pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
-      if (i < nt) load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + i * 2 * kTileBytes);
-      cp_commit();
-    }
-    for (int i = 0; i < nt; ++i) {
-      cp_wait<S - 2>();
-      __syncthreads();
-      const int nx = i + S - 1;
-      if (nx < nt)
-        load_tile<W>(p, table, kh, tbeg + nx, kmin, kmax, ring0 + (nx % S) * 2 * kTileBytes);
-      cp_commit();
-      const uint32_t kb = ring0 + (i % S) * 2 * kTileBytes;
+    auto tile = [&](int i, uint32_t kb) {
       float s[8][4];
       qk_tile(f, kb, s);
-      softmax_tile(f, r, tbeg + i, c, s);
-      pv_tile(f, kb + kTileBytes, s);
+      softmax_tile<W, PRECISE, FAST>(f, r, tbeg + i, c, s);
+      pv_tile<W, PRECISE, FAST>(f, kb + kTileBytes, s);
+    };
+    if constexpr (MB) {
+      auto fill = [&](int i) {  // tile i of the segment -> slot of running tile g
+        const uint32_t g = gbase + i, slot = g % S;
+        if (g >= S) mbar_wait(ebar + 8 * slot, (g / S - 1) & 1);
+        load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + slot * 2 * kTileBytes);
+        mbar_cp_arrive(fbar + 8 * slot);
+      };
+      for (int i = 0; i < min(S - 2, nt); ++i) fill(i);
+      for (int i = 0; i < nt; ++i) {
+        if (i + S - 2 < nt) fill(i + S - 2);
+        const uint32_t g = gbase + i, slot = g % S;
+        mbar_wait(fbar + 8 * slot, (g / S) & 1);
+        tile(i, ring0 + slot * 2 * kTileBytes);
+        mbar_arrive(ebar + 8 * slot);
+      }
+      gbase += nt;
+      write_rows<W, PRECISE, FAST>(p, f, r, tok0, c);
+    } else {
+#pragma unroll
+      for (int i = 0; i < S - 1; ++i) {
+        if (i < nt) load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + i * 2 * kTileBytes);
+        cp_commit();
+      }
+      for (int i = 0; i < nt; ++i) {
+        cp_wait<S - 2>();
+        __syncthreads();
+        const int nx = i + S - 1;
+        if (nx < nt)
+          load_tile<W>(p, table, kh, tbeg + nx, kmin, kmax, ring0 + (nx % S) * 2 * kTileBytes);
+        cp_commit();
+        tile(i, ring0 + (i % S) * 2 * kTileBytes);
+      }
+      write_rows<W, PRECISE, FAST>(p, f, r, tok0, c);
+      cp_wait<0>();
+      __syncthreads();  // the ring is reused by the next segment
     }
-    write_rows(p, f, r, tok, h, c);
-    cp_wait<0>();
-    __syncthreads();  // the ring is reused by the next segment
   }
 }
 
@@ -323,10 +430,12 @@ __global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) 
                                p.out);
 }
 
-template <int W, int S, bool PRECISE, int MINB>
+template <int W, int S, bool PRECISE, int MINB, bool MB>
 Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
-  auto fn = flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB>;
-  constexpr int smem = S * 2 * kTileBytes;
+  auto fn = MB                 ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB>
+            : p.legacy_softmax ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, false, false>
+                               : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, false>;
+  constexpr int smem = S * 2 * kTileBytes + 128;   // + alignment slack
   if constexpr (smem + kStaticSmem > 48 * 1024) {  // opt-in above the default 48 KB
     GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   }
@@ -334,11 +443,11 @@ Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
   return launch_pdl(p.pdl, "flash_attn_paged_bf16kv_f32q", fn, grid, dim3(W * 32), smem, st, p, tq);
 }
 
-template <int W, int MINB, bool PRECISE>
+template <int W, int MINB, bool PRECISE, bool MB = false>
 Status launch_stages(const FlashAttnParams& p, int tq, int stages, cudaStream_t st) {
-  if (stages == 2) return launch_cfg<W, 2, PRECISE, MINB>(p, tq, st);
-  if (stages == 3) return launch_cfg<W, 3, PRECISE, MINB>(p, tq, st);
-  return launch_cfg<W, 4, PRECISE, MINB>(p, tq, st);
+  if (stages == 2) return launch_cfg<W, 2, PRECISE, MINB, MB>(p, tq, st);
+  if (stages == 3) return launch_cfg<W, 3, PRECISE, MINB, MB>(p, tq, st);
+  return launch_cfg<W, 4, PRECISE, MINB, MB>(p, tq, st);
 }
 
 // CTA shape of a variant: warps (16 query rows each), min CTAs per SM (register cap), tokens.
@@ -352,6 +461,12 @@ Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStr
       return launch_stages<4, 2, PRECISE>(p, 64 / G, stages > 0 ? stages : 2, st);
     case 4:
       return launch_stages<8, 1, PRECISE>(p, 128 / G, stages > 0 ? stages : 2, st);
+    case 5:
+      return launch_stages<16, 1, PRECISE>(p, 256 / G, stages > 0 ? stages : 3, st);
+    case 6:  // as 2 with the mbarrier ring (legacy_softmax ignored)
+      return launch_stages<8, 2, PRECISE, true>(p, 128 / G, stages > 0 ? stages : 4, st);
+    case 7:  // as 5 with the mbarrier ring
+      return launch_stages<16, 1, PRECISE, true>(p, 256 / G, stages > 0 ? stages : 4, st);
     default:
       return launch_stages<8, 2, PRECISE>(p, 128 / G, stages > 0 ? stages : 3, st);
   }
@@ -361,7 +476,14 @@ Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStr
 
 Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t st) {
   GS_RETURN_IF_ERROR(p.validate());
-  const int variant = p.variant != 0 ? p.variant : (p.tokens <= 16 ? 1 : 2);
+  // Auto (measured on the H100, docs/attention.md): narrow for decode-sized chunks; in bf16 the
+  // mbarrier ring, 256 rows for full attention over >= 512 tokens (2x K/V reuse), else 128 rows
+  // (sliding windows: more CTAs); precise mode keeps the CTA-barrier ring (not timed on 6/7).
+  const int variant = p.variant != 0                       ? p.variant
+                      : p.tokens <= 16                     ? 1
+                      : p.precise                          ? 2
+                      : (p.window == 0 && p.tokens >= 512) ? 7
+                                                           : 6;
   const Status st_k = p.precise ? launch_variant<true>(p, variant, p.stages, st)
                                 : launch_variant<false>(p, variant, p.stages, st);
   GS_RETURN_IF_ERROR(st_k);

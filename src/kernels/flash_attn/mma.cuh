@@ -1,6 +1,7 @@
 // Inline-PTX helpers shared by the tensor-core attention kernels (flash_attn_paged_bf16kv_f32q
 // here, attn_decode_mma_bf16kv_f32q in kernels/attention): cp.async with zero fill, ldmatrix,
-// mma.sync m16n8k16 bf16 -> f32 and bf16 hi/lo packing.
+// mma.sync m16n8k16 bf16 -> f32, bf16 hi/lo packing, ldmatrix with an immediate offset and
+// mbarrier init / arrive / cp.async arrive / parity wait.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,6 +48,41 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // The bf16x2 residual (x - bf16(x)) of the pair packed in `hi`.
 __device__ __forceinline__ uint32_t pack_resid(float lo, float hi, uint32_t packed) {
   return pack_bf16(lo - __uint_as_float(packed << 16), hi - __uint_as_float(packed & 0xffff0000u));
+}
+
+// ldmatrix x4 (plain / transposed) at smem address a + OFF (OFF folded into the instruction).
+template <int OFF>
+__device__ __forceinline__ void ldsm_x4_at(uint32_t a, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a), "n"(OFF));
+}
+template <int OFF>
+__device__ __forceinline__ void ldsm_x4_t_at(uint32_t a, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4+%5];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a), "n"(OFF));
+}
+
+// mbarrier helpers (CTA scope).
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+// Arrives once this thread's earlier cp.async copies have landed (count not incremented).
+__device__ __forceinline__ void mbar_cp_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred P1;\n LAB_WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      " @P1 bra DONE;\n bra LAB_WAIT;\n DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
 }  // namespace gossamer::kern

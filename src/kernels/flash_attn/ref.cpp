@@ -27,7 +27,7 @@ Status FlashAttnParams::validate() const {
     return InvalidArgument(ctx + "splits > 1 needs the part_o and part_ml scratch buffers");
   }
   if (!(scale > 0.f)) return InvalidArgument(ctx + "scale must be > 0");
-  if (variant < 0 || variant > 4) return InvalidArgument(ctx + "variant must be in [0, 4]");
+  if (variant < 0 || variant > 7) return InvalidArgument(ctx + "variant must be in [0, 7]");
   if (stages != 0 && (stages < 2 || stages > 4)) {
     return InvalidArgument(ctx + "stages must be 0 (default) or 2..4");
   }
