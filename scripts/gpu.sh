@@ -121,7 +121,7 @@ fi
 if has batch && [[ -x $CARRY/gossamer ]]; then
   : > "$OUT/batch.md"
   for m in 20b 120b; do
-    for pmr in ${BATCH_PMR:-17}; do  # --prefill-min-rows: where decode batches take GEMMs
+    for pmr in ${BATCH_PMR:-8}; do  # --prefill-min-rows: where decode batches take GEMMs
       for b in ${BATCHES:-1 4 8 16 32 64}; do
         $CARRY/gossamer bench --synthetic $m -p 0 -n 32 -b $b -r 1 --prefill-min-rows $pmr \
           >> "$OUT/batch.log" 2>&1 || add "batch $m b$b FAILED"

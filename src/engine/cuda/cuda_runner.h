@@ -27,7 +27,9 @@ struct CudaRunnerOptions {
   int64_t max_logit_rows = 256;
   // Forwards with at least this many rows take the prefill path (cuBLASLt GEMMs, grouped MoE,
   // flash attention: docs/prefill.md); smaller ones the decode kernels. 0 = never.
-  int64_t prefill_min_rows = 17;
+  // Decode steps of that many sequences replay a graph of the same path. 8: the measured
+  // crossover of decode batches on the H100 (docs/prefill.md).
+  int64_t prefill_min_rows = 8;
   // Inside the prefill path: use kernels/moe_prefill and kernels/flash_attn when they are built
   // (false, or not built: the decode MoE / attention kernels over all rows).
   bool prefill_grouped_moe = true;
