@@ -31,7 +31,7 @@ struct BenchArgs {
   std::string model_dir, synthetic, json_path;
   std::vector<int64_t> p = {512}, n = {128}, d = {0};
   int reps = 3, batch = 1;
-  int64_t chunk = 8192;           // prefill rows per forward (max_step_tokens)
+  int64_t chunk = 8192;          // prefill rows per forward (max_step_tokens)
   int64_t prefill_min_rows = 8;  // CudaRunnerOptions default; also the decode-batch path
   bool no_graph = false, prefill_split = false;
   bool no_pdl = false;

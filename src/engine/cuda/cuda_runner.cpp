@@ -83,8 +83,8 @@ std::string CudaModelRunner::kernel_path(int rows) const {
   router.hidden = static_cast<int>(m.cfg.hidden_size);
   router.n_experts = static_cast<int>(m.cfg.num_local_experts);
   router.batch = rows;
-  return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) +
-         " | " + kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) +
+  return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) + " | " +
+         kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) +
          " | o_proj " + kern::gemv_variant(rows) + "+residual | " +
          (fused_router ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
                        : "rmsnorm | router " + std::string(kern::gemv_variant(rows)) +
