@@ -8,7 +8,8 @@
 
 namespace gossamer {
 
-Status write_npy_f32(const std::string& path, const float* data, const std::vector<int64_t>& shape) {
+Status write_npy_f32(const std::string& path, const float* data,
+                     const std::vector<int64_t>& shape) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
   int64_t n = 1;
@@ -45,14 +46,19 @@ Result<NpyArrayF32> read_npy_f32(const std::string& path) {
   if (!in.read(magic, 10) || std::memcmp(magic, "\x93NUMPY", 6) != 0 || magic[6] != 1) {
     return Corrupt("'" + path + "' is not a version-1 .npy file");
   }
-  const size_t hlen = static_cast<unsigned char>(magic[8]) | (static_cast<unsigned char>(magic[9]) << 8);
+  const size_t hlen =
+      static_cast<unsigned char>(magic[8]) | (static_cast<unsigned char>(magic[9]) << 8);
   std::string header(hlen, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(hlen))) return Corrupt("'" + path + "': truncated header");
-  if (header.find("'<f4'") == std::string::npos) return Unsupported("'" + path + "': only <f4 arrays supported");
-  if (header.find("'fortran_order': False") == std::string::npos) return Unsupported("'" + path + "': fortran order");
+  if (!in.read(header.data(), static_cast<std::streamsize>(hlen)))
+    return Corrupt("'" + path + "': truncated header");
+  if (header.find("'<f4'") == std::string::npos)
+    return Unsupported("'" + path + "': only <f4 arrays supported");
+  if (header.find("'fortran_order': False") == std::string::npos)
+    return Unsupported("'" + path + "': fortran order");
   NpyArrayF32 arr;
   const size_t lp = header.find('('), rp = header.find(')');
-  if (lp == std::string::npos || rp == std::string::npos) return Corrupt("'" + path + "': no shape");
+  if (lp == std::string::npos || rp == std::string::npos)
+    return Corrupt("'" + path + "': no shape");
   std::stringstream ss(header.substr(lp + 1, rp - lp - 1));
   std::string tok;
   int64_t n = 1;
@@ -62,7 +68,8 @@ Result<NpyArrayF32> read_npy_f32(const std::string& path) {
     n *= arr.shape.back();
   }
   arr.data.resize(static_cast<size_t>(n));
-  if (!in.read(reinterpret_cast<char*>(arr.data.data()), n * 4)) return Corrupt("'" + path + "': truncated data");
+  if (!in.read(reinterpret_cast<char*>(arr.data.data()), n * 4))
+    return Corrupt("'" + path + "': truncated data");
   return arr;
 }
 

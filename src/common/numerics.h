@@ -25,7 +25,9 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-inline float round_to_bf16(float f) { return bf16_to_float(float_to_bf16(f)); }
+inline float round_to_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
 
 // E2M1 code (4 bits: sign, 2 exponent, 1 mantissa) -> value. Magnitudes 0,.5,1,1.5,2,3,4,6.
 inline float e2m1_to_float(uint8_t code) {
@@ -35,7 +37,9 @@ inline float e2m1_to_float(uint8_t code) {
 }
 
 // E8M0 scale byte -> 2^(e-127). (255 is NaN in the OCP spec; gpt-oss never uses it.)
-inline float e8m0_to_float(uint8_t e) { return std::ldexp(1.0f, static_cast<int>(e) - 127); }
+inline float e8m0_to_float(uint8_t e) {
+  return std::ldexp(1.0f, static_cast<int>(e) - 127);
+}
 
 // gpt-oss MXFP4 packing: a byte holds two consecutive values, the low nibble first.
 inline void dequant_mxfp4_block(const uint8_t* packed16, uint8_t scale, float* out32) {

@@ -11,8 +11,18 @@
 
 namespace gossamer {
 
-enum class StatusCode { kOk = 0, kInvalidArgument, kNotFound, kIo, kCorrupt, kUnsupported,
-                        kOutOfRange, kResourceExhausted, kInternal, kCancelled };
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kIo,
+  kCorrupt,
+  kUnsupported,
+  kOutOfRange,
+  kResourceExhausted,
+  kInternal,
+  kCancelled
+};
 
 class [[nodiscard]] Status {
  public:
@@ -35,15 +45,33 @@ class [[nodiscard]] Status {
   std::string msg_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status IoError(std::string m) { return {StatusCode::kIo, std::move(m)}; }
-inline Status Corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
-inline Status Unsupported(std::string m) { return {StatusCode::kUnsupported, std::move(m)}; }
-inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status IoError(std::string m) {
+  return {StatusCode::kIo, std::move(m)};
+}
+inline Status Corrupt(std::string m) {
+  return {StatusCode::kCorrupt, std::move(m)};
+}
+inline Status Unsupported(std::string m) {
+  return {StatusCode::kUnsupported, std::move(m)};
+}
+inline Status OutOfRange(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
+inline Status Cancelled(std::string m) {
+  return {StatusCode::kCancelled, std::move(m)};
+}
 
 const char* StatusCodeName(StatusCode c);
 
@@ -56,7 +84,7 @@ template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT(implicit)
-  Result(Status s) : v_(std::move(s)) {       // NOLINT(implicit)
+  Result(Status s) : v_(std::move(s)) {      // NOLINT(implicit)
     assert(!std::get<Status>(v_).ok() && "Result constructed from OK status");
   }
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -82,14 +110,15 @@ class [[nodiscard]] Result {
 #define GS_CONCAT_(a, b) GS_CONCAT_INNER_(a, b)
 
 // Propagate a non-OK Status.
-#define GS_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::gossamer::Status gs_status_ = (expr);      \
-    if (!gs_status_.ok()) return gs_status_;     \
+#define GS_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::gossamer::Status gs_status_ = (expr);  \
+    if (!gs_status_.ok()) return gs_status_; \
   } while (0)
 
 // GS_ASSIGN_OR_RETURN(auto x, MakeX());
-#define GS_ASSIGN_OR_RETURN(lhs, expr) GS_ASSIGN_OR_RETURN_IMPL_(GS_CONCAT_(gs_r_, __LINE__), lhs, expr)
+#define GS_ASSIGN_OR_RETURN(lhs, expr) \
+  GS_ASSIGN_OR_RETURN_IMPL_(GS_CONCAT_(gs_r_, __LINE__), lhs, expr)
 #define GS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.ok()) return tmp.status();             \

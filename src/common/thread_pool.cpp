@@ -5,7 +5,8 @@
 namespace gossamer {
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0)
+    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -18,7 +19,8 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-static void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int index, int parts) {
+static void run_chunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n, int index,
+                      int parts) {
   const int64_t begin = n * index / parts, end = n * (index + 1) / parts;
   if (begin < end) fn(begin, end);
 }

@@ -41,22 +41,22 @@ struct ExpertMatrix {
 };
 
 struct LayerWeights {
-  TensorRef attn_norm;            // [hidden]
-  TensorRef q_w, q_b;             // [heads*head_dim, hidden], [heads*head_dim]
-  TensorRef k_w, k_b;             // [kv_heads*head_dim, hidden], [kv_heads*head_dim]
-  TensorRef v_w, v_b;             // [kv_heads*head_dim, hidden], [kv_heads*head_dim]
-  TensorRef o_w, o_b;             // [hidden, heads*head_dim], [hidden]
-  TensorRef sinks;                // [heads] (bf16 or f32)
-  TensorRef mlp_norm;             // [hidden]
-  TensorRef router_w, router_b;   // [experts, hidden], [experts]
-  ExpertMatrix gate_up;           // rows 2*I, cols hidden
-  TensorRef gate_up_b;            // [experts, 2*I]
-  ExpertMatrix down;              // rows hidden, cols I
-  TensorRef down_b;               // [experts, hidden]
+  TensorRef attn_norm;           // [hidden]
+  TensorRef q_w, q_b;            // [heads*head_dim, hidden], [heads*head_dim]
+  TensorRef k_w, k_b;            // [kv_heads*head_dim, hidden], [kv_heads*head_dim]
+  TensorRef v_w, v_b;            // [kv_heads*head_dim, hidden], [kv_heads*head_dim]
+  TensorRef o_w, o_b;            // [hidden, heads*head_dim], [hidden]
+  TensorRef sinks;               // [heads] (bf16 or f32)
+  TensorRef mlp_norm;            // [hidden]
+  TensorRef router_w, router_b;  // [experts, hidden], [experts]
+  ExpertMatrix gate_up;          // rows 2*I, cols hidden
+  TensorRef gate_up_b;           // [experts, 2*I]
+  ExpertMatrix down;             // rows hidden, cols I
+  TensorRef down_b;              // [experts, hidden]
 };
 
 struct ModelWeights {
-  TensorRef embed;       // [vocab, hidden] bf16
+  TensorRef embed;  // [vocab, hidden] bf16
   std::vector<LayerWeights> layers;
   TensorRef final_norm;  // [hidden]
   TensorRef lm_head;     // [vocab, hidden] bf16 (== embed when tie_word_embeddings)

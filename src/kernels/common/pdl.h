@@ -11,10 +11,10 @@
 //      before the wait. pdl_wait() returns when the previous kernel has completed and its writes
 //      are visible, so the chain stays transitive (kernel n+1 waits for n, which waited for n-1).
 //   3. pdl_trigger() only lets the NEXT kernel be scheduled early; it never publishes data.
-// Kernels that do not follow the rule (the old kernels/moe pipes 0-5) must be launched without the attribute;
-// a kernel launched with the attribute after such a kernel is still correct (its pdl_wait waits
-// for that kernel's completion). Without the attribute pdl_wait()/pdl_trigger() are no-ops.
-// Works inside stream capture: the graph gets programmatic edges (CUDA >= 12.3).
+// Kernels that do not follow the rule (the old kernels/moe pipes 0-5) must be launched without the
+// attribute; a kernel launched with the attribute after such a kernel is still correct (its
+// pdl_wait waits for that kernel's completion). Without the attribute pdl_wait()/pdl_trigger() are
+// no-ops. Works inside stream capture: the graph gets programmatic edges (CUDA >= 12.3).
 #pragma once
 
 #include <cuda_runtime.h>
