@@ -266,11 +266,15 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   // Vs one token at a time on the GPU (loose, printed).
   expect_loose(pre[kTokenAtATime][1], name("prompt rows", kTokenAtATime, "bf16 prefill"));
   expect_loose(dec[kTokenAtATime][1], name("decode rows", kTokenAtATime, "bf16 prefill"));
-  // Chunking changes the bf16 path only through GEMM summation order (forwards of other row
-  // counts may get other cuBLASLt kernels), which flips an occasional bf16 rounding of an
-  // activation: measured bitwise equal in most configs, else median 2-3e-3 (H200).
+  // Chunking changes the bf16 path only through summation order (forwards of other row counts
+  // may get other cuBLASLt kernels and attention split counts), which flips an occasional bf16
+  // rounding of an activation: prompt rows measured bitwise equal in most configs, else median
+  // 2-3e-3 (H200, H100). The decode rows after the prompt attend to the whole cached prefix, and
+  // one flipped near-tied top-4-of-8 routing choice there moves a row by 5-25%: seen on the H100
+  // (hidden 64, 4/2 heads, 81-token prompt: the one-step rows 5 of 12 within 1e-2 of the CPU,
+  // the chunked ones 12 of 12), so they get the loose bound.
   expect_close(pre[kChunked][1], name("prompt rows", kChunked, "one-step bf16 prefill"));
-  expect_close(dec[kChunked][1], name("decode rows", kChunked, "one-step bf16 prefill"));
+  expect_loose(dec[kChunked][1], name("decode rows", kChunked, "one-step bf16 prefill"));
 }
 
 TEST(CudaPrefill, MatchesCpuAndTokenAtATimeOnRandomSmallModels) {

@@ -43,17 +43,9 @@ __device__ __forceinline__ void load_tile(const AttnParams& p, const int32_t* ta
   for (int row = tid >> 3; row < kBc; row += kThreads / 8) {
     const int key = kt * kBc + row;
     const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
-    bool ok = key >= lo && key <= pos && bi < p.max_blocks;
+    const bool ok = key >= lo && key <= pos && bi < p.max_blocks;
     const int blk = ok ? (tab ? tab[bi - b_first] : table[bi]) : 0;
-    ok = ok && blk >= 0 && blk < p.num_blocks;
-    const size_t off = ok ? ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size +
-                             (key - bi * p.block_size)) *
-                                    kD +
-                                ch * 8
-                          : 0;
-    const uint32_t dst = base + (row * 8 + (ch ^ (row & 7))) * 16;
-    cp_async16_zfill(dst, p.k_cache + off, ok);
-    cp_async16_zfill(dst + kTileBytes, p.v_cache + off, ok);
+    cp_async_kv_chunk(p, kh, key, bi, blk, ok, row, ch, base, kTileBytes);
   }
 }
 

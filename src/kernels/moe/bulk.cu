@@ -212,18 +212,7 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     const float2 v = finish_rows(acc, bad, p.blocks, p.scales, J.row0(b, u, j), L.nb,
                                  act + static_cast<size_t>(j) * p.inter, lane);
     float* pt = part + ((n & 1) * teams + m) * p.k * 8;  // double-buffered by round
-    if (lane < 4) pt[j * 8 + 2 * lane] = v.x, pt[j * 8 + 2 * lane + 1] = v.y;
-    named_sync(1 + m, p.k * 32);
-    if (j == 0 && lane < 8) {
-      const int row = u * 8 + lane;
-      float sum = 0.f;
-      for (int jj = 0; jj < p.k; ++jj) {
-        const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
-        sum = fmaf(p.weights[b * p.k + jj],
-                   pt[jj * 8 + lane] + p.bias[static_cast<size_t>(e) * p.hidden + row], sum);
-      }
-      p.resid[static_cast<size_t>(b) * p.hidden + row] += sum;
-    }
+    down_team_sum(p, pt, v, b, u, j, lane, 1 + m);
   }
 }
 

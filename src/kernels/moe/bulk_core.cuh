@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/moe/bulk.cuh"
+#include "kernels/moe/params.h"
 #include "kernels/moe/tc.cuh"
 
 namespace gossamer::kern::moe_bulk {
@@ -68,6 +70,26 @@ __device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t ba
     r1 = __shfl_sync(0xffffffffu, f, 8 * t + 4);
   }
   return make_float2(r0, r1);
+}
+
+// moe_down epilogue of row group u for token b: the warp of slot j puts its 8 finished dots (v
+// from finish_rows: lanes 0..3 hold rows 2 lane, 2 lane + 1) into the team's buffer `pt` [k][8];
+// after the team's named barrier `bar` (k warps), slot 0's lanes 0..7 add
+// sum_j w_j (dot_j + bias_j[row]) to the residual in slot order: deterministic, no atomics.
+__device__ __forceinline__ void down_team_sum(const MoeDownParams& p, float* pt, float2 v, int b,
+                                              int u, int j, int lane, int bar) {
+  if (lane < 4) pt[j * 8 + 2 * lane] = v.x, pt[j * 8 + 2 * lane + 1] = v.y;
+  named_sync(bar, p.k * 32);
+  if (j == 0 && lane < 8) {
+    const int row = u * 8 + lane;
+    float sum = 0.f;
+    for (int jj = 0; jj < p.k; ++jj) {
+      const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+      sum = fmaf(p.weights[b * p.k + jj],
+                 pt[jj * 8 + lane] + p.bias[static_cast<size_t>(e) * p.hidden + row], sum);
+    }
+    p.resid[static_cast<size_t>(b) * p.hidden + row] += sum;
+  }
 }
 
 }  // namespace gossamer::kern::moe_bulk
