@@ -45,6 +45,7 @@ struct ServeArgs {
   double kv_cache_gib = 1.0, shutdown_grace = 5.0;
   int threads = 0;
   bool no_prefix_caching = false;
+  bool prefill_split_bf16 = false;  // --backend cuda: ~fp32 prefill GEMM activations
 };
 
 struct Backend {
@@ -118,6 +119,7 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
     // One forward per scheduler step: the step's token budget is the forward's row count (the
     // prefill path's GEMMs want many rows; docs/prefill.md).
     o.max_step_tokens = std::clamp<int64_t>(a.max_num_batched_tokens, 1, 16384);
+    o.prefill_split_bf16 = a.prefill_split_bf16;
     o.progress = true;
     GS_ASSIGN_OR_RETURN(b.runner, CudaModelRunner::create(*model, o));
     return b;
@@ -246,6 +248,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");
+  cmd->add_flag("--prefill-split-bf16", args->prefill_split_bf16,
+                "--backend cuda: prefill GEMM activations as bf16 hi + lo (~fp32 accuracy, "
+                "~8% slower prefill; docs/prefill.md)");
   cmd->callback([args, exit_code] {
     // Block the stop signals in every thread; the waiter thread receives them with sigwait.
     sigset_t set;
