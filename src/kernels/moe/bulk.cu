@@ -245,14 +245,6 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   return L;
 }
 
-// Blocks per batch row: about one block per SM over the whole grid, at most one per unit.
-Result<int> blocks_per_row(int batch, int units) {
-  int dev = 0, sms = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return std::max(1, std::min(units, sms / batch));
-}
-
 // Pipe 6: gate_up 16 consumer warps x 1 stage, down 12 x 1 (teams of k). Pipe 7: gate_up
 // 8 x 2 stages, down 8 x 1.
 struct Config {
@@ -274,56 +266,37 @@ Result<Layout> down_layout(const MoeDownParams& p) {
                      p.scales);
 }
 
-int device_cc_major() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    return 0;
-  }
-  return major;
-}
-
-template <class Params, class Kernel>
-Status launch(const Params& p, const Layout& L, Kernel* fn, int warps, const char* name,
-              cudaStream_t s) {
-  GS_ASSIGN_OR_RETURN(const int gx, blocks_per_row(p.batch, L.units));
-  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
-  return launch_pdl(p.pdl, name, fn, dim3(gx, p.batch), dim3((warps + 1) * 32),
-                    static_cast<size_t>(L.smem), s, p, L);
-}
-
 }  // namespace
 
 bool moe_gate_up_bulk_supported(const MoeGateUpParams& p) {
-  return p.validate().ok() && gate_up_layout(p).ok() && device_cc_major() >= 9;
+  return p.validate().ok() && gate_up_layout(p).ok() && device_is_sm90();
 }
 bool moe_down_bulk_supported(const MoeDownParams& p) {
-  return p.validate().ok() && down_layout(p).ok() && device_cc_major() >= 9;
+  return p.validate().ok() && down_layout(p).ok() && device_is_sm90();
 }
 
 Status launch_moe_gate_up_bulk(const MoeGateUpParams& p, cudaStream_t s) {
-  if (device_cc_major() < 9) return moe_pipe::NoPipe();
+  if (!device_is_sm90()) return moe_pipe::NoPipe();
   GS_ASSIGN_OR_RETURN(const Layout L, gate_up_layout(p));
   constexpr const char* kName = "moe_gate_up_swiglu_mxfp4w_f32a (bulk)";
   if (p.pipe == 7) {
-    return launch(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe7.gu_warps, kPipe7.gu_spw>,
-                  kPipe7.gu_warps, kName, s);
+    return launch_streaming(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe7.gu_warps, kPipe7.gu_spw>,
+                            kPipe7.gu_warps, kName, s);
   }
-  return launch(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe6.gu_warps, kPipe6.gu_spw>,
-                kPipe6.gu_warps, kName, s);
+  return launch_streaming(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe6.gu_warps, kPipe6.gu_spw>,
+                          kPipe6.gu_warps, kName, s);
 }
 
 Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s) {
-  if (device_cc_major() < 9) return moe_pipe::NoPipe();
+  if (!device_is_sm90()) return moe_pipe::NoPipe();
   GS_ASSIGN_OR_RETURN(const Layout L, down_layout(p));
   constexpr const char* kName = "moe_down_mxfp4w_f32a (bulk)";
   if (p.pipe == 7) {
-    return launch(p, L, moe_down_mxfp4w_f32a<kPipe7.dn_warps, kPipe7.dn_spw>, kPipe7.dn_warps,
-                  kName, s);
+    return launch_streaming(p, L, moe_down_mxfp4w_f32a<kPipe7.dn_warps, kPipe7.dn_spw>,
+                            kPipe7.dn_warps, kName, s);
   }
-  return launch(p, L, moe_down_mxfp4w_f32a<kPipe6.dn_warps, kPipe6.dn_spw>, kPipe6.dn_warps, kName,
-                s);
+  return launch_streaming(p, L, moe_down_mxfp4w_f32a<kPipe6.dn_warps, kPipe6.dn_spw>,
+                          kPipe6.dn_warps, kName, s);
 }
 
 }  // namespace gossamer::kern

@@ -1,13 +1,49 @@
 // Hopper bulk-copy (1-D TMA) and mbarrier helpers for the streaming MoE kernels (params.pipe 6,
-// bulk.cu). Internal to src/kernels/moe. sm_90+ only (the kernels using them are compiled for
-// sm_90a; on older targets the bodies compile to nothing and the launcher never picks pipe 6).
+// bulk.cu; pipe 8, stream.cu), and their shared host-side launch helpers. Internal to
+// src/kernels/moe. sm_90+ only (the kernels using them are compiled for sm_90a; on older targets
+// the bodies compile to nothing and the launchers never pick these pipes).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include "common/status.h"
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/pdl.h"
+
 namespace gossamer::kern::moe_bulk {
+
+// Blocks per batch row: about one block per SM over the whole grid, at most one per unit.
+inline Result<int> blocks_per_row(int batch, int units) {
+  int dev = 0, sms = 0;
+  GS_CUDA_RETURN(cudaGetDevice(&dev));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return std::max(1, std::min(units, sms / batch));
+}
+
+// True when the current device is sm_90 or newer (bulk copies, mbarrier transaction counts).
+inline bool device_is_sm90() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    return false;
+  }
+  return major >= 9;
+}
+
+// Launches a streaming kernel fn(p, L): grid (blocks_per_row, batch), `warps` consumer warps +
+// the producer warp, L.smem bytes of dynamic shared memory, PDL when p.pdl.
+template <class Params, class Layout, class Kernel>
+Status launch_streaming(const Params& p, const Layout& L, Kernel* fn, int warps, const char* name,
+                        cudaStream_t s) {
+  GS_ASSIGN_OR_RETURN(const int gx, blocks_per_row(p.batch, L.units));
+  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
+  return launch_pdl(p.pdl, name, fn, dim3(gx, p.batch), dim3((warps + 1) * 32),
+                    static_cast<size_t>(L.smem), s, p, L);
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

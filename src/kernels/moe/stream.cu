@@ -243,13 +243,6 @@ __global__ void __launch_bounds__((kW + 1) * 32, 1)
   }
 }
 
-Result<int> blocks_per_row(int batch, int units) {
-  int dev = 0, sms = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return std::max(1, std::min(units, sms / batch));
-}
-
 // Shape of the work: K = 32 nb, nv staged vectors, `warps` consumer warps, M members per unit,
 // gps units per expert segment, `units` per batch row, `groups` requested (0: default). The
 // ring takes what shared memory is left (at most kMaxSlots slots, at least min_slots; G is
@@ -313,45 +306,27 @@ Result<SLayout> down_layout(const MoeDownParams& p) {
       p.scales);
 }
 
-bool sm90() {
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-    return false;
-  }
-  return major >= 9;
-}
-
-template <class Params, class Kernel>
-Status launch(const Params& p, const SLayout& L, Kernel* fn, int warps, const char* name,
-              cudaStream_t s) {
-  GS_ASSIGN_OR_RETURN(const int gx, blocks_per_row(p.batch, L.units));
-  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
-  return launch_pdl(p.pdl, name, fn, dim3(gx, p.batch), dim3((warps + 1) * 32),
-                    static_cast<size_t>(L.smem), s, p, L);
-}
-
 }  // namespace
 
 bool moe_gate_up_stream_supported(const MoeGateUpParams& p) {
-  return p.validate().ok() && sm90() && gate_up_layout(p).ok();
+  return p.validate().ok() && device_is_sm90() && gate_up_layout(p).ok();
 }
 bool moe_down_stream_supported(const MoeDownParams& p) {
-  return p.validate().ok() && sm90() && down_layout(p).ok();
+  return p.validate().ok() && device_is_sm90() && down_layout(p).ok();
 }
 
 Status launch_moe_gate_up_stream(const MoeGateUpParams& p, cudaStream_t s) {
-  if (!sm90()) return moe_pipe::NoPipe();
+  if (!device_is_sm90()) return moe_pipe::NoPipe();
   GS_ASSIGN_OR_RETURN(const SLayout L, gate_up_layout(p));
-  return launch(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kGuWarps>, kGuWarps,
-                "moe_gate_up_swiglu_mxfp4w_f32a (stream)", s);
+  return launch_streaming(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kGuWarps>, kGuWarps,
+                          "moe_gate_up_swiglu_mxfp4w_f32a (stream)", s);
 }
 
 Status launch_moe_down_stream(const MoeDownParams& p, cudaStream_t s) {
-  if (!sm90()) return moe_pipe::NoPipe();
+  if (!device_is_sm90()) return moe_pipe::NoPipe();
   GS_ASSIGN_OR_RETURN(const SLayout L, down_layout(p));
-  return launch(p, L, moe_down_mxfp4w_f32a<kDnWarps>, kDnWarps, "moe_down_mxfp4w_f32a (stream)", s);
+  return launch_streaming(p, L, moe_down_mxfp4w_f32a<kDnWarps>, kDnWarps,
+                          "moe_down_mxfp4w_f32a (stream)", s);
 }
 
 }  // namespace gossamer::kern
