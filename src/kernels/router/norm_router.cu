@@ -12,6 +12,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/router/cluster_epilogue.cuh"
 #include "kernels/router/params.h"
 #include "kernels/router/topk.cuh"
 #include "kernels/router/variants.h"
@@ -20,8 +21,11 @@ namespace gossamer::kern {
 namespace {
 
 namespace cg = cooperative_groups;
+using router_detail::cluster_logits_topk;
+using router_detail::write_xn_slice;
 
 constexpr int kCluster = 8, kWarps = 8, kRpw = 2, kThreads = kWarps * 32;
+static_assert(kThreads == router_detail::kBlockThreads, "cluster_epilogue.cuh block size");
 constexpr int kUnroll = 2;  // 16-byte weight chunks per lane in flight (4 measured slower)
 constexpr int kMaxExperts = kCluster * kWarps * kRpw;  // 128
 
@@ -31,7 +35,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   const int rb = p.n_experts / kCluster;  // experts per block (<= 16)
   const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
   const int e0 = rank * rb + warp * kRpw;  // this warp's first expert
@@ -50,46 +54,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
   float inv[BT];
   block_inv_rms<BT, kWarps>(x, p.hidden, nb, p.eps, inv);
-  if (p.xn) {  // this block's 1/8 of the normed rows (float4 chunks rank, rank + 8, ... per row)
-    const int n4 = p.hidden / 4;
-    const uint2* g = reinterpret_cast<const uint2*>(p.norm_w);
-    for (int b = 0; b < nb; ++b) {
-      const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
-      float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
-      for (int i = rank * kThreads + threadIdx.x; i < n4; i += kCluster * kThreads) {
-        const float4 v = __ldg(xr + i);
-        const uint2 gg = __ldg(g + i);
-        const float s = inv[b];
-        yr[i] = make_float4(v.x * s * bf16_lo(gg.x), v.y * s * bf16_hi(gg.x),
-                            v.z * s * bf16_lo(gg.y), v.w * s * bf16_hi(gg.y));
-      }
-    }
-  }
+  if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, kCluster);  // this block's 1/8 of xn
   float acc[kRpw][BT] = {};
   if (active) warp_gemv_bf16<BT, kRpw, true, kUnroll>(rows, p.hidden, x, nb, acc, p.norm_w, inv);
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (active) {
-    if (lane == 0) {
-      float* leader = cluster.map_shared_rank(&logit_s[0][0], 0);
-#pragma unroll
-      for (int r = 0; r < kRpw; ++r) {
-        const int e = e0 + r;
-        if (warp * kRpw + r >= rb) continue;
-        const float bias = p.bias ? p.bias[e] : 0.f;
-#pragma unroll
-        for (int b = 0; b < BT; ++b) {
-          if (b >= nb) continue;
-          const float v = acc[r][b] + bias;  // as gemv_bf16w_f32a: same bits as unfused
-          leader[b * kMaxExperts + e] = v;
-          if (p.logits) p.logits[static_cast<size_t>(b0 + b) * p.n_experts + e] = v;
-        }
-      }
-    }
-  }
-  cluster.sync();  // all logits of the tile are in the leader's shared memory
-  if (rank != 0 || warp >= nb) return;
-  const size_t o = static_cast<size_t>(b0 + warp) * p.k;
-  warp_topk_softmax(&logit_s[warp][0], p.n_experts, p.k, p.ids + o, p.weights + o);
+  // Rows of this warp inside the block's expert range (<= 0 for inactive warps).
+  cluster_logits_topk<BT, kRpw>(p, cluster, logit_s, acc, e0, rb - warp * kRpw, b0, nb);
 }
 
 template <int BT>

@@ -19,6 +19,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.cuh"
+#include "kernels/router/cluster_epilogue.cuh"
 #include "kernels/router/params.h"
 #include "kernels/router/topk.cuh"
 #include "kernels/router/variants.h"
@@ -27,8 +28,11 @@ namespace gossamer::kern {
 namespace {
 
 namespace cg = cooperative_groups;
+using router_detail::cluster_logits_topk;
+using router_detail::write_xn_slice;
 
 constexpr int kWarps = 8, kThreads = kWarps * 32, kMaxExperts = 128, kMaxCluster = 16;
+static_assert(kThreads == router_detail::kBlockThreads, "cluster_epilogue.cuh block size");
 constexpr int kMaxChunks = kWideMaxHidden / 8 / 32;    // 16-byte chunks per lane and row (12)
 constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per thread (3)
 
@@ -77,25 +81,6 @@ __device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, 
 
 // This block's 1/C of the normed rows xn = (x * inv) * gain (float4 chunks rank * 256 + t,
 // + C * 256, ...), the rmsnorm kernel's operations.
-template <int BT>
-__device__ __forceinline__ void write_xn_slice(const NormRouterParams& p, const float* x, int b0,
-                                               int nb, const float (&inv)[BT], int rank,
-                                               int csize) {
-  const int n4 = p.hidden / 4;
-  const uint2* g = reinterpret_cast<const uint2*>(p.norm_w);
-  for (int b = 0; b < nb; ++b) {
-    const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
-    float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
-    for (int i = rank * kThreads + threadIdx.x; i < n4; i += csize * kThreads) {
-      const float4 v = __ldg(xr + i);
-      const uint2 gg = __ldg(g + i);
-      const float s = inv[b];
-      yr[i] = make_float4(v.x * s * bf16_lo(gg.x), v.y * s * bf16_hi(gg.x), v.z * s * bf16_lo(gg.y),
-                          v.w * s * bf16_hi(gg.y));
-    }
-  }
-}
-
 // GEMV in the order of warp_gemv_bf16<BT, RPW, true>: chunk k = lane + 32 j ascending, per row
 // b: acc += dot8((x * inv) * gain, w); then the butterfly warp sum (every lane has the totals).
 // wr / gr: this lane's weight and gain chunks (registers), x: [nb, hidden] f32.
@@ -171,27 +156,7 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
   float acc[RPW][BT];
   gemv_from_regs<BT, RPW>(wr, gr, x, p.hidden, nb, inv, acc);
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (lane == 0) {
-    float* leader = cluster.map_shared_rank(&logit_s[0][0], 0);
-#pragma unroll
-    for (int r = 0; r < RPW; ++r) {
-      const int e = e0 + r;
-      if (e >= p.n_experts) continue;
-      const float bias = p.bias ? p.bias[e] : 0.f;
-#pragma unroll
-      for (int b = 0; b < BT; ++b) {
-        if (b >= nb) continue;
-        const float v = acc[r][b] + bias;  // as gemv_bf16w_f32a: same bits as unfused
-        leader[b * kMaxExperts + e] = v;
-        if (p.logits) p.logits[static_cast<size_t>(b0 + b) * p.n_experts + e] = v;
-      }
-    }
-  }
-  cluster.sync();  // all logits of the tile are in the leader's shared memory
-  if (rank != 0 || warp >= nb) return;
-  const size_t o = static_cast<size_t>(b0 + warp) * p.k;
-  warp_topk_softmax(&logit_s[warp][0], p.n_experts, p.k, p.ids + o, p.weights + o);
+  cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, e0, p.n_experts - e0, b0, nb);
 }
 
 template <int BT, int RPW>
