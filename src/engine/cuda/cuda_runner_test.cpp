@@ -21,6 +21,8 @@ namespace fs = std::filesystem;
 
 using cudatest::fresh_seed;
 using cudatest::rel_err;
+using cudatest::row_stats;
+using cudatest::RowStats;
 
 // Two references. (1) The CPU runner with K/V rounded to bf16 as the GPU stores them
 // (CpuRunnerOptions::kv_bf16): the same arithmetic up to summation order and the attention
@@ -32,22 +34,6 @@ using cudatest::rel_err;
 // criterion, relative error <= 1e-2 with bf16 K/V): median ~2e-3 in these tiny random models,
 // routing flips again the exception. A wrong kernel (window, sink, GQA, RoPE, expert) moves
 // nearly every row by > 1e-2, which all the bounds below catch.
-struct RowStats {
-  double median = 0, max = 0;
-  int within = 0, n = 0;
-};
-RowStats row_stats(const std::vector<double>& errs, double bound, const char* what) {
-  std::vector<double> e = errs;
-  std::sort(e.begin(), e.end());
-  RowStats s;
-  s.n = static_cast<int>(e.size());
-  for (double x : e) s.within += x <= bound;
-  s.median = e.empty() ? 0 : e[e.size() / 2];
-  s.max = e.empty() ? 0 : e.back();
-  std::printf("%s: %d rows, median rel_err %.3g, max %.3g, %d within %.0e\n", what, s.n, s.median,
-              s.max, s.within, bound);
-  return s;
-}
 // median <= 1e-3 and 90% of rows within 1e-2 (a broken kernel: nearly all rows > 1e-2).
 void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
                               double median_bound = 1e-3) {

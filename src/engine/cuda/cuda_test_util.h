@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <vector>
 
 #include "model/config.h"
 #include "model/synth.h"
@@ -30,6 +31,24 @@ inline double rel_err(const float* a, const float* b, int64_t n) {
     den += static_cast<double>(b[i]) * b[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Median / max of per-row relative errors and how many rows are within `bound`; printed as one
+// line "<what>: N rows, median rel_err M, max X, K within B".
+struct RowStats {
+  double median = 0, max = 0;
+  int within = 0, n = 0;
+};
+inline RowStats row_stats(std::vector<double> e, double bound, const char* what) {
+  std::sort(e.begin(), e.end());
+  RowStats s;
+  s.n = static_cast<int>(e.size());
+  for (double x : e) s.within += x <= bound;
+  s.median = e.empty() ? 0 : e[e.size() / 2];
+  s.max = e.empty() ? 0 : e.back();
+  std::printf("%s: %d rows, median rel_err %.3g, max %.3g, %d within %.0e\n", what, s.n, s.median,
+              s.max, s.within, bound);
+  return s;
 }
 
 // A random small gpt-oss config with the kernels' constraints (head_dim 64) and the real

@@ -25,23 +25,8 @@ namespace fs = std::filesystem;
 
 using cudatest::fresh_seed;
 using cudatest::rel_err;
-
-struct Stats {
-  double median = 0, max = 0;
-  int n = 0, within = 0;
-};
-Stats stats(std::vector<double> e, double tol, const char* what) {
-  Stats s;
-  std::sort(e.begin(), e.end());
-  s.n = static_cast<int>(e.size());
-  if (e.empty()) return s;
-  s.median = e[e.size() / 2];
-  s.max = e.back();
-  for (double x : e) s.within += x <= tol;
-  std::printf("%s: %d rows, median rel_err %.3g, max %.3g, %d within %.0e\n", what, s.n, s.median,
-              s.max, s.within, tol);
-  return s;
-}
+using cudatest::row_stats;
+using cudatest::RowStats;
 
 // Tolerances (row-wise relative error of the logits). Every comparison is against the CPU
 // runner with bf16 K/V, or between GPU runs.
@@ -57,7 +42,7 @@ Stats stats(std::vector<double> e, double tol, const char* what) {
 // the decode attention / MoE kernels 3e-4..7e-4 (max 1.1e-3 outside routing flips); split bf16
 // with flash_attn + moe_prefill 1.4e-3..3e-3.
 void expect_close(const std::vector<double>& e, const char* what, double median = 5e-3) {
-  const Stats s = stats(e, 1e-2, what);
+  const RowStats s = row_stats(e, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
   EXPECT_LE(s.median, median) << what;
@@ -68,7 +53,7 @@ void expect_close(const std::vector<double>& e, const char* what, double median 
 // 1.4e-3..6.0e-3, one config of ten with only 40 of 60 prompt rows within 1e-2 (H200,
 // 2026-11-22). Bound: median <= 1e-2, >= 60% of rows within 1e-2, none beyond 0.5.
 void expect_mid(const std::vector<double>& e, const char* what) {
-  const Stats s = stats(e, 1e-2, what);
+  const RowStats s = row_stats(e, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
   EXPECT_LE(s.median, 1e-2) << what;
@@ -85,13 +70,13 @@ void expect_mid(const std::vector<double>& e, const char* what) {
 // 5-25% errors on a row, so the median moves in steps.
 void expect_issue(std::vector<double> prompt, const std::vector<double>& decode, const char* what) {
   prompt.insert(prompt.end(), decode.begin(), decode.end());
-  const Stats s = stats(prompt, 1e-2, what);
+  const RowStats s = row_stats(prompt, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_LE(s.median, 1e-2) << what;
   EXPECT_LE(s.max, 0.5) << what;
 }
 void expect_loose(const std::vector<double>& e, const char* what) {
-  const Stats s = stats(e, 1e-2, what);
+  const RowStats s = row_stats(e, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_LE(s.median, 3e-2) << what;
   EXPECT_LE(s.max, 0.5) << what;
@@ -255,7 +240,7 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
     expect_loose(dec[i][0], name("decode rows", i, "cpu"));
     std::vector<double> all = pre[i][0];
     all.insert(all.end(), dec[i][0].begin(), dec[i][0].end());
-    stats(all, 1e-2, name("prompt + decode rows", i, "cpu"));
+    row_stats(all, 1e-2, name("prompt + decode rows", i, "cpu"));
   }
   // Diagnostics (printed, loose bounds): the default with the old bf16 router GEMM, and with
   // the decode MoE kernels (f32 activations) instead of moe_prefill (bf16 x / act).
