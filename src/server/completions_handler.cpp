@@ -311,7 +311,7 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
                                       " completions (prompts x n)",
                                   "prompt"));
   }
-  job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
+  if (!job->ro.ignore_eos) job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
   job->ro.gen.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
   job->id = make_id(ctx, "cmpl-");

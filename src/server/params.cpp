@@ -127,6 +127,7 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
   if (ep != Endpoint::kResponses && !get_stop(b, &out->stop, err)) return false;
   if (!get_int(b, "n", 1, 16, &out->n, nullptr, err)) return false;
   if (!get_bool(b, "stream", &out->stream, err)) return false;
+  if (!get_bool(b, "ignore_eos", &out->ignore_eos, err)) return false;
   auto so = b.find("stream_options");
   if (so != b.end() && !so->is_null()) {
     if (!so->is_object()) {

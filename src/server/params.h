@@ -19,6 +19,9 @@ struct RequestOptions {
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // vLLM extension: stop tokens (eos ids, harmony terminators) do not end the generation; it runs
+  // to max_tokens (fixed-length benchmarks). Stop strings still apply.
+  bool ignore_eos = false;
 };
 
 // Parses the fields; `ep` selects the spelling (max_tokens / max_completion_tokens /

@@ -62,7 +62,7 @@ TEST(Params, ParsesAndValidatesFields) {
   json b = json::parse(R"({"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":7,
       "max_completion_tokens":33,"stop":["a","b"],"n":2,"stream":true,
       "stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,
-      "presence_penalty":0.5,"frequency_penalty":-0.5})");
+      "presence_penalty":0.5,"frequency_penalty":-0.5,"ignore_eos":true})");
   ASSERT_TRUE(parse_request_options(b, Endpoint::kChat, 100, &ro, &err)) << err.message;
   EXPECT_DOUBLE_EQ(ro.gen.temperature, 0.5);
   EXPECT_EQ(ro.gen.top_k, 40);
@@ -72,10 +72,12 @@ TEST(Params, ParsesAndValidatesFields) {
   EXPECT_EQ(ro.n, 2);
   EXPECT_TRUE(ro.stream && ro.include_usage && ro.gen.logprobs);
   EXPECT_EQ(ro.gen.top_logprobs, 3);
+  EXPECT_TRUE(ro.ignore_eos);
   RequestOptions d;
   ASSERT_TRUE(parse_request_options(json::object(), Endpoint::kChat, 100, &d, &err));
   EXPECT_EQ(d.gen.max_tokens, 100);
   EXPECT_FALSE(d.max_tokens_given);
+  EXPECT_FALSE(d.ignore_eos);
 }
 
 TEST(Params, RejectsWrongTypesAndRanges) {
@@ -93,6 +95,7 @@ TEST(Params, RejectsWrongTypesAndRanges) {
       {R"({"top_logprobs":21,"logprobs":true})", "top_logprobs"},
       {R"({"stream_options":3})", "stream_options"},
       {R"({"seed":"x"})", "seed"},
+      {R"({"ignore_eos":1})", "ignore_eos"},
   };
   for (auto& [body, field] : bad) {
     RequestOptions ro;

@@ -224,27 +224,34 @@ def sse_lines(server, path, body):
     return [ln for ln in r.text.split("\n") if ln.startswith("data: ")]
 
 
+# The random demo model samples a stop token now and then; a request meant to outlive the 1 s
+# timeout must not end early because of one (this made the test flaky before ignore_eos).
+NOEOS = {"ignore_eos": True}
+
+
 def test_request_timeout(cache, tokenizer_json):
     s = Server(cache, tokenizer_json, "--request-timeout", "1", "--max-model-len", "4096")
     try:
         c = openai.OpenAI(base_url=s.base + "/v1", api_key="x", max_retries=2)
         t0 = time.time()
         with pytest.raises(openai.APIStatusError) as e:
-            c.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3000)
+            c.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3000,
+                                      extra_body=NOEOS)
         assert e.value.status_code == 504 and e.value.body["code"] == "timeout"
         assert e.value.response.headers["x-should-retry"] == "false"
         assert time.time() - t0 < 10  # not retried
         m = metrics(s)
         assert m["gossamer_request_success_total:timeout"] == 1
         with pytest.raises(openai.APIStatusError) as e:
-            c.completions.create(model=MODEL, prompt="Hi", max_tokens=3000)
+            c.completions.create(model=MODEL, prompt="Hi", max_tokens=3000, extra_body=NOEOS)
         assert e.value.status_code == 504
         with pytest.raises(openai.APIStatusError) as e:
-            c.responses.create(model=MODEL, input="Hi", max_output_tokens=3000)
+            c.responses.create(model=MODEL, input="Hi", max_output_tokens=3000, extra_body=NOEOS)
         assert e.value.status_code == 504
         # Streaming: an error event with code "timeout" (no finish_reason), then [DONE].
         for path, body in [("/v1/chat/completions", {"messages": MSGS, "max_tokens": 3000}),
                            ("/v1/completions", {"prompt": "Hi", "max_tokens": 3000})]:
+            body.update(NOEOS)
             lines = sse_lines(s, path, body)
             assert lines[-1] == "data: [DONE]"
             err = json.loads(lines[-2][6:])
@@ -254,10 +261,10 @@ def test_request_timeout(cache, tokenizer_json):
             assert not any(finishes)
         with pytest.raises(openai.APIError):  # the SDK raises on the error event
             for _ in c.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3000,
-                                               stream=True):
+                                               stream=True, extra_body=NOEOS):
                 pass
         events = list(c.responses.create(model=MODEL, input="Hi", max_output_tokens=3000,
-                                         stream=True))
+                                         stream=True, extra_body=NOEOS))
         assert events[-2].type == "error" and events[-2].code == "timeout"
         assert events[-1].type == "response.failed"
         assert events[-1].response.status == "failed"
@@ -307,6 +314,12 @@ def test_generation_config_eos_stops(server, cache, tokenizer_json, tmp_path):
         assert r.choices[0].finish_reason == "stop"
         assert r.usage.completion_tokens == k + 1  # the eos token counts, its text is not sent
         assert r.choices[0].text == tok.decode(ids[:k])
+        # ignore_eos (vLLM extension): the same greedy run goes on through the eos id to max_tokens.
+        r = c.completions.create(model=MODEL, prompt=prompt, max_tokens=8, temperature=0,
+                                 extra_body={"ignore_eos": True})
+        assert r.choices[0].finish_reason == "length"
+        assert r.usage.completion_tokens == 8
+        assert r.choices[0].text == tok.decode(ids[:8])
     finally:
         assert s.stop() == 0
     # A malformed generation_config.json is a clear startup error naming the file.
