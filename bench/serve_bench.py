@@ -39,7 +39,7 @@ def pct(xs, p):
 
 def one(url, model, max_tokens, i, out, headers, endpoint):
     body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
-            "stream_options": {"include_usage": True}}
+            "stream_options": {"include_usage": True}, "ignore_eos": True}  # fixed length
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": f"Benchmark request number {i}."}]
     else:
@@ -140,7 +140,7 @@ def main(argv=None):
         model = args.model or requests.get(url + "/v1/models", headers=headers).json()["data"][0]["id"]
         level(url, model, 1, 2, 8, headers, args.endpoint)  # warm-up
         print(f"model {model}, /v1/{args.endpoint}, max({args.requests_per_level}, concurrency) "
-              f"requests per level, max_tokens {args.max_tokens}, greedy\n")
+              f"requests per level, max_tokens {args.max_tokens} (ignore_eos), greedy\n")
         print("| concurrency | requests/s | output tok/s | TTFT p50 (ms) | TTFT p99 (ms) "
               "| ITL p50 (ms) | ITL p99 (ms) |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
