@@ -62,8 +62,9 @@ Result<DecodeBenchResult> CudaModelRunner::bench_decode(int batch, int64_t depth
       m.h_in[2 * m.R_max + b] = b;
       m.h_in[3 * m.R_max + b] = b;
     }
-    return m.upload_inputs();
+    return m.upload_rows(batch);
   };
+  GS_RETURN_IF_ERROR(m.upload_tables(batch, static_cast<int>(need)));
   GS_RETURN_IF_ERROR(reset());
   GS_ASSIGN_OR_RETURN(cudaGraphExec_t g, m.graph_for(batch, true));
   for (int i = 0; i < 2; ++i) GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));  // warm-up

@@ -102,10 +102,23 @@ std::string CudaModelRunner::describe() const {
          kernel_path(1);
 }
 
-Status CudaModelRunner::Impl::upload_inputs() {
-  return kern::cuda_status(
-      cudaMemcpyAsync(in.tokens, h_in, in.count * sizeof(int32_t), cudaMemcpyHostToDevice, stream),
-      "upload step inputs");
+Status CudaModelRunner::Impl::upload_rows(int rows) {
+  const size_t pitch = static_cast<size_t>(R_max) * sizeof(int32_t);  // tokens|pos|seq|logit rows
+  return kern::cuda_status(cudaMemcpy2DAsync(in.tokens, pitch, h_in, pitch, rows * sizeof(int32_t),
+                                             4, cudaMemcpyHostToDevice, stream),
+                           "upload step rows");
+}
+
+Status CudaModelRunner::Impl::upload_tables(int seqs, int width) {
+  const size_t pitch = static_cast<size_t>(max_blocks) * sizeof(int32_t);
+  for (int32_t* dev : {in.tables_full, in.tables_sliding}) {
+    const int32_t* host = h_in + (dev - in.tokens);
+    GS_RETURN_IF_ERROR(kern::cuda_status(
+        cudaMemcpy2DAsync(dev, pitch, host, pitch, static_cast<size_t>(width) * sizeof(int32_t),
+                          static_cast<size_t>(seqs), cudaMemcpyHostToDevice, stream),
+        "upload block tables"));
+  }
+  return Status::Ok();
 }
 
 Result<cudaGraphExec_t> CudaModelRunner::Impl::graph_for(int rows, bool feedback) {
@@ -187,17 +200,25 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
     GS_RETURN_IF_ERROR(
         check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
   }
-  // Block tables (unused entries stay 0: never read).
+  // Block tables: rows [0, chunks) x entries [0, width) are written and uploaded; a row's entries
+  // past its table are zeros (the kernels read entries up to each row's last position only).
   int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
   int32_t* tsl = m.h_in + (m.in.tables_sliding - m.in.tokens);
-  std::fill(tf, tf + 2 * static_cast<size_t>(m.S_max) * m.max_blocks, 0);
+  size_t width = 1;
+  for (const SeqChunk& c : chunks)
+    width = std::max({width, c.blocks_full.size(), c.blocks_sliding.size()});
+  width = std::min<size_t>(width, m.max_blocks);
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const size_t nf = std::min<size_t>(chunks[i].blocks_full.size(), m.max_blocks);
-    const size_t ns = std::min<size_t>(chunks[i].blocks_sliding.size(), m.max_blocks);
-    for (size_t j = 0; j < nf; ++j) tf[i * m.max_blocks + j] = chunks[i].blocks_full[j];
-    for (size_t j = 0; j < ns; ++j)
-      tsl[i * m.max_blocks + j] = std::max(0, chunks[i].blocks_sliding[j]);
+    int32_t* rf = tf + i * m.max_blocks;
+    int32_t* rs = tsl + i * m.max_blocks;
+    const size_t nf = std::min(chunks[i].blocks_full.size(), width);
+    const size_t ns = std::min(chunks[i].blocks_sliding.size(), width);
+    for (size_t j = 0; j < nf; ++j) rf[j] = chunks[i].blocks_full[j];
+    for (size_t j = 0; j < ns; ++j) rs[j] = std::max(0, chunks[i].blocks_sliding[j]);
+    std::fill(rf + nf, rf + width, 0);
+    std::fill(rs + ns, rs + width, 0);
   }
+  GS_RETURN_IF_ERROR(m.upload_tables(static_cast<int>(chunks.size()), static_cast<int>(width)));
   struct Row {
     int32_t tok, pos, seq;
     bool logit;
@@ -233,7 +254,7 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
       m.h_in[2 * m.R_max + r] = row.seq;
       if (row.logit) m.h_in[3 * m.R_max + L++] = r;
     }
-    GS_RETURN_IF_ERROR(m.upload_inputs());
+    GS_RETURN_IF_ERROR(m.upload_rows(n));
     if (decode && m.opts.use_graphs) {
       GS_ASSIGN_OR_RETURN(cudaGraphExec_t g, m.graph_for(n, false));
       GS_CUDA_RETURN(cudaGraphLaunch(g, m.stream));

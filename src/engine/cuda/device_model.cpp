@@ -117,6 +117,7 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   in.logit_rows = in.row_seq + R_max;
   in.tables_full = in.logit_rows + R_max;
   in.tables_sliding = in.tables_full + tab;
+  GS_CUDA_RETURN(cudaMemset(in.tokens, 0, in.count * sizeof(int32_t)));  // steps upload parts
   GS_CUDA_RETURN(cudaMallocHost(&h_in, in.count * sizeof(int32_t)));
   std::memset(h_in, 0, in.count * sizeof(int32_t));
   return init_prefill();

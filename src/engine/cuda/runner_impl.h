@@ -139,7 +139,11 @@ struct CudaModelRunner::Impl {
   Status begin_sampling(std::span<const SeqChunk> chunks, int64_t total_logits, StepOutput* out);
   Status after_forward(int64_t first, int n, StepOutput* out);
   Status end_sampling(StepOutput* out);
-  Status upload_inputs();
+  // Step inputs, pinned h_in -> in: the first `rows` entries of the four per-row arrays, and the
+  // first `seqs` rows x `width` entries of both block tables (nothing else is read by the
+  // kernels; a full upload of the tables was ~4 MB per step at max_seq_len 131072).
+  Status upload_rows(int rows);
+  Status upload_tables(int seqs, int width);
 };
 
 namespace cudarun {
