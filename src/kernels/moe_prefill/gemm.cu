@@ -265,6 +265,12 @@ Status launch_gemm(const GemmArgs& g, cudaStream_t s, const char* name) {
     case kWgmmaVariant:
     case kWgmmaVariant + 1:
       return kGateUp ? launch_wgmma_gate_up(g, s) : launch_wgmma_down(g, s);
+    case kTransVariant:
+    case kTransVariant + 1:
+    case kTransVariant + 2:
+    case kTransVariant + 3:
+    case kTransVariant + 4:
+      return kGateUp ? launch_tgemm_gate_up(g, s) : launch_tgemm_down(g, s);
     default:
       return InvalidArgument(std::string(name) + ": unknown variant " + std::to_string(g.variant));
   }

@@ -30,23 +30,33 @@ struct GemmArgs {
   float alpha = 1.702f, limit = 7.0f;
 };
 
-// Tile configurations (gemm.cu): warps along n (BN = 32 x warps), tile rows BM (m16 fragments
-// x 16), MX blocks per K stage (KBS), ring stages, min blocks/SM:
+// Tile configurations. mma.sync with the tokens as operand A (gemm.cu): warps along n (BN = 32 x
+// warps), tile rows BM (m16 fragments x 16), MX blocks per K stage (KBS), ring stages, blocks/SM:
 //   v   warps  BM  KBS  stages  /SM
 //   0   4      64  2    4       3
-//   1   4      64  2    3       4     default for > kSmallMaxRows rows per expert
+//   1   4      64  2    3       4
 //   2   8      64  2    3       2
 //   3   8      64  2    4       2
-//   6   4      32  4    3       3     default for <= kSmallMaxRows rows per expert
+//   6   4      32  4    3       3
 //   4: wgmma (wgmma.cu): transposed product, decoded weights as the register operand,
 //      6-slot ring, 2/SM, BM 64   5: the same with a 4-slot ring, 3/SM
+// Transposed mma.sync (tgemm.cu): weights as operand A (m16), tokens as B (n8), 4 warps, each
+// 16 MT weight rows (BN = 64 MT), BM tokens:
+//   v   BM  KBS  stages  /SM  MT
+//   7   32  4    3       3    2
+//   8   64  2    3       3    2     default for > kSmallMaxRows rows per expert
+//   9   32  2    4       4    2
+//   10  32  4    3       4    1     default for <= kSmallMaxRows rows per expert
+//   11  64  2    3       4    1
 // -1 (default) picks by the mean rows per expert (pick_variant). Measured alternatives that lost
 // everywhere (BM 128, BM 32 with KBS 2, BM 64 with KBS 4): docs/moe-prefill.md.
-inline constexpr int kVariants = 7;
+inline constexpr int kVariants = 12;
 inline constexpr int kWgmmaVariant = 4;   // variants 4 and 5 are wgmma
-inline constexpr int kSmallVariant = 6;   // few rows per expert (weight streaming)
-inline constexpr int kLargeVariant = 1;   // more rows per expert
+inline constexpr int kTransVariant = 7;   // variants 7 .. 11 are transposed mma.sync
+inline constexpr int kSmallVariant = 10;  // few rows per expert (weight streaming)
+inline constexpr int kLargeVariant = 8;   // more rows per expert
 inline constexpr int kSmallMaxRows = 24;  // mean rows per expert up to which kSmallVariant is used
+inline constexpr int kVariantBM[kVariants] = {64, 64, 64, 64, 64, 64, 32, 32, 64, 32, 32, 64};
 
 inline bool is_wgmma_variant(int v) {
   return v == kWgmmaVariant || v == kWgmmaVariant + 1;
@@ -55,9 +65,9 @@ inline bool is_wgmma_variant(int v) {
 inline int pick_variant(long long pairs, int n_experts) {
   return pairs <= static_cast<long long>(kSmallMaxRows) * n_experts ? kSmallVariant : kLargeVariant;
 }
-// Token rows per tile of variant v (>= 0): the tile list of the route kernel uses it.
+// Token rows per tile of variant v (0 .. kVariants - 1): the tile list of the route kernel uses it.
 inline int variant_bm(int v) {
-  return v == kSmallVariant ? 32 : 64;
+  return kVariantBM[v];
 }
 
 // Both dispatch on g.variant (variants 4 and 5 forward to the wgmma launchers below). The
@@ -67,5 +77,7 @@ Status launch_gemm_gate_up(const GemmArgs& g, cudaStream_t s);
 Status launch_gemm_down(const GemmArgs& g, cudaStream_t s);
 Status launch_wgmma_gate_up(const GemmArgs& g, cudaStream_t s);
 Status launch_wgmma_down(const GemmArgs& g, cudaStream_t s);
+Status launch_tgemm_gate_up(const GemmArgs& g, cudaStream_t s);
+Status launch_tgemm_down(const GemmArgs& g, cudaStream_t s);
 
 }  // namespace gossamer::kern::moe_prefill

@@ -207,7 +207,7 @@ TEST(MoePrefill, WgmmaVariantsMatchFp64) {
   check_cases(true, v);
 }
 
-// The default: 32-row tiles with 128-wide K stages while experts get few rows on average.
+// The default: transposed mma.sync, 32-token tiles while experts get few rows on average, 64 above.
 TEST(MoePrefill, DefaultVariantFollowsRowsPerExpert) {
   using moe_prefill::pick_variant;
   EXPECT_EQ(pick_variant(512 * 4, 128), moe_prefill::kSmallVariant);   // 16 rows per expert
@@ -215,6 +215,7 @@ TEST(MoePrefill, DefaultVariantFollowsRowsPerExpert) {
   EXPECT_EQ(pick_variant(2048 * 4, 128), moe_prefill::kLargeVariant);  // 64
   EXPECT_EQ(pick_variant(512 * 4, 32), moe_prefill::kLargeVariant);    // 64
   EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kSmallVariant), 32);
+  EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kLargeVariant), 64);
   for (int v = 0; v < moe_prefill::kVariants; ++v) {
     EXPECT_GE(moe_prefill::variant_bm(v), moe_prefill::kMinBM) << v;  // the tile list's bound
   }

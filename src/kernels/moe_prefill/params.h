@@ -12,9 +12,11 @@
 //     (token, slot) pairs into expert-sorted order, the (expert, tile) list (tile rows per
 //     variant);
 //  2. moe_prefill_x_bf16: x [T, H] f32 -> bf16 (k order permuted for the GEMM variant, gemm.cu);
-//  3. moe_prefill_gemm<gate_up>: grouped GEMM (mma.sync bf16, MXFP4 decoded to bf16 in regs from
-//     raw 4-bit tiles staged by cp.async), epilogue bias + clamped SwiGLU -> act bf16 (sorted);
-//  4. moe_prefill_gemm<down>: grouped GEMM, epilogue (+ bias) x routing weight -> y [T*k, H]
+//  3. moe_prefill_tgemm<gate_up>: grouped GEMM (mma.sync bf16 with the decoded weights as operand
+//     A and the tokens as B; MXFP4 decoded to bf16 in regs from raw 4-bit tiles staged by
+//     cp.async), epilogue bias + clamped SwiGLU -> act bf16 (sorted); other variants:
+//     moe_prefill_gemm (tokens as A) and moe_prefill_wgmma;
+//  4. moe_prefill_tgemm<down>: grouped GEMM, epilogue (+ bias) x routing weight -> y [T*k, H]
 //     f32 rows indexed by the original pair t*k + j (un-permuted);
 //  5. moe_prefill_combine: resid[t] += sum_{j < k} y[t*k + j] in slot order (deterministic: no
 //     atomics; the result does not depend on the order of pairs inside an expert).
@@ -49,7 +51,7 @@ struct MoePrefillParams {
   size_t workspace_bytes = 0;
   int tokens = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   float alpha = 1.702f, limit = 7.0f;
-  // GEMM variant (tests / bench): -1 default (by rows per expert), 0..6 (kernels.h).
+  // GEMM variant (tests / bench): -1 default (by rows per expert), 0..11 (kernels.h).
   int gemm_variant = -1;
   Status validate() const;
 };
