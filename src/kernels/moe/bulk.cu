@@ -1,4 +1,4 @@
-// Streaming MoE MXFP4 expert GEMVs (params.pipe 6 / 7): weights move by Hopper bulk copies
+// Streaming MoE MXFP4 expert GEMVs (params.pipe 6): weights move by Hopper bulk copies
 // (1-D TMA) into a shared-memory ring, consumers decode from shared memory into tensor-core
 // fragments (tc.cuh: tc_block, exact scale fold, fp32 fallback). Same contracts as kernel.cu.
 //
@@ -26,6 +26,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/l2_prefetch/moe_hint.h"
 #include "kernels/moe/bulk.cuh"
 #include "kernels/moe/bulk_core.cuh"
 #include "kernels/moe/pipe.h"
@@ -48,24 +49,30 @@ constexpr int kMaxBulkBatch = 64;
 
 // Shared-memory layout and work split, computed on the host (bulk_layout).
 struct Layout {
-  int nb;        // MX blocks per weight row (K / 32)
-  int wbytes;    // weight bytes of a row group: 8 nb 16
-  int sb;        // bytes per stage: wbytes + 8 nb scale bytes, rounded up to 128
-  int ns;        // stages: kSpw per consumer warp
-  int team;      // warps per unit: 1 (gate_up) or k (down)
-  int units;     // units per batch row
-  int act_off;   // staged activations (tc_stage layout, nv vectors)
-  int part_off;  // down: partial dots [2][consumer warps][8] f32
-  int bar_off;   // mbarriers full[ns], empty[ns]
-  int smem;      // total dynamic shared memory
+  int nb;           // MX blocks per weight row (K / 32)
+  int wbytes;       // weight bytes of a row group: 8 nb 16
+  int sb;           // bytes per stage: wbytes + 8 nb scale bytes, rounded up to 128
+  int ns;           // stages: kSpw per consumer warp
+  int team;         // warps per unit: 1 (gate_up) or k (down)
+  int units;        // units per batch row
+  int act_off;      // staged activations (tc_stage layout, nv vectors)
+  int part_off;     // down: partial dots [2][consumer warps][8] f32
+  int bar_off;      // mbarriers full[ns], empty[ns]
+  int smem;         // total dynamic shared memory
+  int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (moe_hint.h)
 };
 
 // Fills `stage` with the row group at row0: weights [8][nb][16] then scales [8][nb].
 __device__ __forceinline__ void issue_group(const uint8_t* blocks, const uint8_t* scales,
                                             size_t row0, const Layout& L, uint8_t* stage,
-                                            uint64_t* full) {
+                                            uint64_t* full, uint64_t policy) {
   const uint32_t sc_bytes = 8u * L.nb;
   mbar_arrive_expect_tx(full, L.wbytes + sc_bytes);
+  if (L.evict_first) {
+    bulk_g2s_hint(stage, blocks + row0 * L.nb * 16, L.wbytes, full, policy);
+    bulk_g2s_hint(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full, policy);
+    return;
+  }
   bulk_g2s(stage, blocks + row0 * L.nb * 16, L.wbytes, full);
   bulk_g2s(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full);
 }
@@ -98,13 +105,15 @@ __device__ void produce(const Job& J, const Layout& L, int b, int u0, int n_loca
                         uint64_t* full, uint64_t* empty) {
   const int teams = kWarps / L.team;
   const int n_max = warp_units(L, 0, n_local, kWarps);
+  const uint64_t policy = L.evict_first ? evict_first_policy() : 0;
   for (int n = 0; n < n_max; ++n) {
     for (int w = 0; w < kWarps; ++w) {
       if (n >= warp_units(L, w, n_local, kWarps)) continue;
       const int s = w * kSpw + n % kSpw, use = n / kSpw;
       if (use > 0) mbar_wait(empty + s, (use - 1) & 1);
       const size_t row0 = J.row0(b, u0 + w / L.team + teams * n, w % L.team);
-      issue_group(J.blocks, J.scales, row0, L, smem + static_cast<size_t>(s) * L.sb, full + s);
+      issue_group(J.blocks, J.scales, row0, L, smem + static_cast<size_t>(s) * L.sb, full + s,
+                  policy);
     }
   }
 }
@@ -245,23 +254,19 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   return L;
 }
 
-// Pipe 6: gate_up 16 consumer warps x 1 stage, down 12 x 1 (teams of k). Pipe 7: gate_up
-// 8 x 2 stages, down 8 x 1.
+// Pipe 6: gate_up 16 consumer warps x 1 stage, down 12 x 1 (teams of k).
 struct Config {
   int gu_warps, gu_spw, dn_warps, dn_spw;
 };
-constexpr Config kPipe6{16, 1, 12, 1}, kPipe7{8, 2, 8, 1};
-Config config(int pipe) {
-  return pipe == 7 ? kPipe7 : kPipe6;
-}
+constexpr Config kPipe6{16, 1, 12, 1};
 
 Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
-  const Config c = config(p.pipe);
+  const Config c = kPipe6;
   return bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, p.k * (p.inter / 4),
                      p.blocks, p.scales);
 }
 Result<Layout> down_layout(const MoeDownParams& p) {
-  const Config c = config(p.pipe);
+  const Config c = kPipe6;
   return bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, p.hidden / 8, p.blocks,
                      p.scales);
 }
@@ -275,28 +280,30 @@ bool moe_down_bulk_supported(const MoeDownParams& p) {
   return p.validate().ok() && down_layout(p).ok() && device_is_sm90();
 }
 
-Status launch_moe_gate_up_bulk(const MoeGateUpParams& p, cudaStream_t s) {
+Status launch_moe_gate_up_bulk_hint(const MoeGateUpParams& p, MoeL2Hint hint, cudaStream_t s) {
   if (!device_is_sm90()) return moe_pipe::NoPipe();
-  GS_ASSIGN_OR_RETURN(const Layout L, gate_up_layout(p));
+  GS_ASSIGN_OR_RETURN(Layout L, gate_up_layout(p));
+  L.evict_first = hint == MoeL2Hint::kEvictFirst ? 1 : 0;
   constexpr const char* kName = "moe_gate_up_swiglu_mxfp4w_f32a (bulk)";
-  if (p.pipe == 7) {
-    return launch_streaming(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe7.gu_warps, kPipe7.gu_spw>,
-                            kPipe7.gu_warps, kName, s);
-  }
   return launch_streaming(p, L, moe_gate_up_swiglu_mxfp4w_f32a<kPipe6.gu_warps, kPipe6.gu_spw>,
                           kPipe6.gu_warps, kName, s);
 }
 
-Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s) {
+Status launch_moe_down_bulk_hint(const MoeDownParams& p, MoeL2Hint hint, cudaStream_t s) {
   if (!device_is_sm90()) return moe_pipe::NoPipe();
-  GS_ASSIGN_OR_RETURN(const Layout L, down_layout(p));
+  GS_ASSIGN_OR_RETURN(Layout L, down_layout(p));
+  L.evict_first = hint == MoeL2Hint::kEvictFirst ? 1 : 0;
   constexpr const char* kName = "moe_down_mxfp4w_f32a (bulk)";
-  if (p.pipe == 7) {
-    return launch_streaming(p, L, moe_down_mxfp4w_f32a<kPipe7.dn_warps, kPipe7.dn_spw>,
-                            kPipe7.dn_warps, kName, s);
-  }
   return launch_streaming(p, L, moe_down_mxfp4w_f32a<kPipe6.dn_warps, kPipe6.dn_spw>,
                           kPipe6.dn_warps, kName, s);
+}
+
+Status launch_moe_gate_up_bulk(const MoeGateUpParams& p, cudaStream_t s) {
+  return launch_moe_gate_up_bulk_hint(p, MoeL2Hint::kNone, s);
+}
+
+Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s) {
+  return launch_moe_down_bulk_hint(p, MoeL2Hint::kNone, s);
 }
 
 }  // namespace gossamer::kern

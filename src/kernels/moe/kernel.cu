@@ -2,7 +2,9 @@
 // memory as groups of 32 floats padded to 36 (so the float4 reads of 8 lanes working on 8
 // consecutive MX blocks hit distinct banks); lane l walks MX blocks l, l+32, ... of its warp's
 // rows with one 16-byte load per block (32 E2M1 values) + its E8M0 scale byte, decodes in
-// registers (device.cuh: e2m1_pair) and accumulates in fp32; butterfly warp sums at the end.
+// registers (device.cuh: e2m1_pair, half2 conversions) and accumulates in fp32; butterfly warp
+// sums at the end. These are the fallbacks of the streaming kernels (bulk.cu, pipe 6): gate_up
+// pipe 0 always, down only where pipe 2 (pipe.cu) does not apply either (params.h).
 //
 // moe_gate_up_swiglu_mxfp4w_f32a: grid (ceil(I/16), batch*k). A warp owns 2 SwiGLU outputs =
 //   4 consecutive rows (gate, up, gate, up) of expert ids[b, j]; x[b] in smem ([H/32][36]).
@@ -75,7 +77,7 @@ __device__ __forceinline__ void load_stage(Stage<R>& st, const uint8_t* __restri
 }
 
 // acc[r] += mult * sum over the stage's blocks of (MX block . activations).
-template <int R, int kDecode>
+template <int R>
 __device__ __forceinline__ void compute_stage(const Stage<R>& st, const float4* xs, int nb, int c0,
                                               int lane, float mult, float (&acc)[R]) {
 #pragma unroll
@@ -85,15 +87,13 @@ __device__ __forceinline__ void compute_stage(const Stage<R>& st, const float4* 
       const float4* xv = xs + c * (kPad / 4);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const float d =
-            kDecode == 0 ? mxfp4_dot32(st.q[i][r], xv) : mxfp4_dot32_cvt(st.q[i][r], xv);
+        const float d = mxfp4_dot32_cvt(st.q[i][r], xv);
         acc[r] = fmaf(d, mult * e8m0_half(st.s[i][r]), acc[r]);
       }
     }
   }
 }
 
-template <int kDecode>
 __global__ void __launch_bounds__(kThreads) moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p) {
   extern __shared__ float4 smem4[];
   const int pair = blockIdx.y, b = pair / p.k;
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) moe_gate_up_swiglu_mxfp4w_f32a(MoeGa
   // One stage covers hidden <= 3072 (gpt-oss: 2880); wider models reload (not overlapped).
   for (int c0 = 0; c0 < nb; c0 += 32 * kIters) {
     if (c0 > 0) load_stage(cur, p.blocks, p.scales, rows, nb, c0, lane);
-    compute_stage<kGuRows, kDecode>(cur, smem4, nb, c0, lane, 1.f, acc);
+    compute_stage<kGuRows>(cur, smem4, nb, c0, lane, 1.f, acc);
   }
 #pragma unroll
   for (int r = 0; r < kGuRows; ++r) acc[r] = warp_sum(acc[r]);
@@ -132,7 +132,6 @@ __global__ void __launch_bounds__(kThreads) moe_gate_up_swiglu_mxfp4w_f32a(MoeGa
   p.act[static_cast<size_t>(pair) * I + j] = (u + 1.f) * g / (1.f + __expf(-p.alpha * g));
 }
 
-template <int kDecode>
 __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p) {
   extern __shared__ float4 smem4[];
   const int b = blockIdx.y, I = p.inter, H = p.hidden, nb = I / 32;
@@ -164,8 +163,8 @@ __global__ void __launch_bounds__(kThreads) moe_down_mxfp4w_f32a(MoeDownParams p
     }
     const int j = t / stages_per_expert;
     const float wj = p.weights[static_cast<size_t>(b) * p.k + j];
-    compute_stage<kDnRows, kDecode>(cur, smem4 + static_cast<size_t>(j) * nb * (kPad / 4), nb,
-                                    (t % stages_per_expert) * 32 * kIters, lane, wj, acc);
+    compute_stage<kDnRows>(cur, smem4 + static_cast<size_t>(j) * nb * (kPad / 4), nb,
+                           (t % stages_per_expert) * 32 * kIters, lane, wj, acc);
     cur = nxt;
   }
 #pragma unroll
@@ -192,24 +191,21 @@ Status set_smem(const void* fn, size_t bytes) {
   return Status::Ok();
 }
 
-template <int kDecode>
 Status launch_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(p.hidden / 32) * kPad * sizeof(float);
-  GS_RETURN_IF_ERROR(
-      set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a<kDecode>), smem));
+  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_gate_up_swiglu_mxfp4w_f32a), smem));
   const int units_per_block = kWarps * kGuUnitsPerWarp;
   dim3 grid((p.inter + units_per_block - 1) / units_per_block, p.batch * p.k);
-  moe_gate_up_swiglu_mxfp4w_f32a<kDecode><<<grid, kThreads, smem, s>>>(p);
+  moe_gate_up_swiglu_mxfp4w_f32a<<<grid, kThreads, smem, s>>>(p);
   return launch_status("moe_gate_up_swiglu_mxfp4w_f32a");
 }
 
-template <int kDecode>
 Status launch_down(const MoeDownParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(p.k) * (p.inter / 32) * kPad * sizeof(float);
   if (smem > 227 * 1024) return InvalidArgument("moe_down: k * intermediate too large for smem");
-  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_down_mxfp4w_f32a<kDecode>), smem));
+  GS_RETURN_IF_ERROR(set_smem(reinterpret_cast<const void*>(moe_down_mxfp4w_f32a), smem));
   dim3 grid((p.hidden + kWarps * kDnRows - 1) / (kWarps * kDnRows), p.batch);
-  moe_down_mxfp4w_f32a<kDecode><<<grid, kThreads, smem, s>>>(p);
+  moe_down_mxfp4w_f32a<<<grid, kThreads, smem, s>>>(p);
   return launch_status("moe_down_mxfp4w_f32a");
 }
 
@@ -217,30 +213,24 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (p.pipe != 0) {
-    Status st = p.pipe == 8   ? launch_moe_gate_up_stream(p, s)
-                : p.pipe >= 6 ? launch_moe_gate_up_bulk(p, s)
-                : p.pipe >= 4 ? launch_moe_gate_up_tc(p, s)
-                              : launch_moe_gate_up_pipe(p, s);
+  if (p.pipe == 6) {  // streaming kernels; where they do not apply, pipe 0
+    Status st = launch_moe_gate_up_bulk(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
-  return p.decode == 1 ? launch_gate_up<1>(p, s) : launch_gate_up<0>(p, s);
+  return launch_gate_up(p, s);
 }
 
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (p.pipe >= 6) {  // streaming kernels; where they do not apply, the old default (pipe 2)
-    Status st = p.pipe == 8 ? launch_moe_down_stream(p, s) : launch_moe_down_bulk(p, s);
+  if (p.pipe == 6) {  // streaming kernels; where they do not apply, pipe 2, then pipe 0
+    Status st = launch_moe_down_bulk(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
-    MoeDownParams old = p;
-    old.pipe = 2;
-    return launch_moe_down(old, s);
   }
   if (p.pipe != 0) {
-    Status st = p.pipe >= 4 ? launch_moe_down_tc(p, s) : launch_moe_down_pipe(p, s);
+    Status st = launch_moe_down_pipe(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
-  return p.decode == 1 ? launch_down<1>(p, s) : launch_down<0>(p, s);
+  return launch_down(p, s);
 }
 
 }  // namespace gossamer::kern

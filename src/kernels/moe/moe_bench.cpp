@@ -10,26 +10,20 @@
 
 namespace {
 
-// Kernel variants: {decode, pipe, pdl} (params.h).
+// Kernel variants (params.h): {pipe, pdl}, the same pipe for gate_up and down except that
+// gate_up has no pipe 2 (the pipe 2 line times gate_up pipe 0 again).
 struct Variant {
-  int decode, pipe;
+  int pipe;
   bool pdl;
 };
-constexpr Variant kVariants[] = {{0, 0, false}, {1, 0, false}, {0, 1, false}, {1, 1, false},
-                                 {0, 2, false}, {1, 2, false}, {0, 3, false}, {1, 3, false},
-                                 {1, 4, false}, {1, 5, false}, {1, 6, false}, {1, 6, true},
-                                 {1, 7, false}, {1, 7, true},  {1, 8, false}, {1, 8, true}};
-// Pipe 8 (with PDL) at explicit row groups per copy (params.h stream_groups; 0 = default).
-constexpr int kStreamGroups[] = {1, 2, 3, 4};
+constexpr Variant kVariants[] = {{0, false}, {2, false}, {6, false}, {6, true}};
 // Whole MoE expert step (gate_up then down, alternating, as in the decode step): {gate_up pipe,
-// down pipe, pdl}; the first is the old default pair.
+// down pipe, pdl}; the first is the fallback pair (the default before session 3).
 struct PairVariant {
   int gu_pipe, dn_pipe;
   bool pdl;
 };
-constexpr PairVariant kPairs[] = {{0, 2, false}, {6, 6, false}, {6, 6, true},
-                                  {7, 7, true},  {6, 7, true},  {8, 8, false},
-                                  {8, 8, true},  {8, 6, true},  {6, 8, true}};
+constexpr PairVariant kPairs[] = {{0, 2, false}, {6, 6, false}, {6, 6, true}};
 // Launches cycle through kSets routing sets of distinct experts, so that consecutive launches
 // read different weights (the 20b / 120b working sets, 8 x 4 experts x 8.8 MB, exceed the L2).
 constexpr int kSets = 8;
@@ -37,7 +31,7 @@ constexpr int kSets = 8;
 }  // namespace
 
 // Streams 8 rotating sets of one 270 KB region per SM through bulk_probe.cu's ring (copy size
-// x source offset), the bulk-copy ceiling of the pipe 6 / 7 kernels.
+// x source offset), the bulk-copy ceiling of the pipe 6 kernels.
 static void bulk_probe(double ceil) {
   using namespace gossamer::kern;
   int sms = 0;
@@ -59,38 +53,6 @@ static void bulk_probe(double ceil) {
           static_cast<double>(set), ms, ceil);
     }
   }
-}
-
-// Pipe 8 with PDL at each kStreamGroups value (gate_up and down separately).
-static void stream_groups_sweep(const char* name, gossamer::kern::MoeGateUpParams* gp,
-                                gossamer::kern::MoeDownParams* dp, const int32_t* ids, size_t pairs,
-                                double gu_bytes, double dn_bytes, double ceil, int argc,
-                                char** argv) {
-  using namespace gossamer::kern;
-  if (argc > 2 && std::atoi(argv[2]) != 8) return;
-  gp->decode = dp->decode = 1;
-  gp->pipe = dp->pipe = 8;
-  gp->pdl = dp->pdl = true;
-  for (int groups : kStreamGroups) {
-    gp->stream_groups = dp->stream_groups = groups;
-    const std::string tag = " [pipe 8 pdl groups " + std::to_string(groups) + "]";
-    int it = 0;
-    double ms = testing::time_ms(
-        [&] {
-          gp->ids = ids + (it++ % kSets) * pairs;
-          (void)launch_moe_gate_up(*gp, 0);
-        },
-        64);
-    testing::print_bench_line("moe_gate_up " + std::string(name) + tag, gu_bytes, ms, ceil);
-    ms = testing::time_ms(
-        [&] {
-          dp->ids = ids + (it++ % kSets) * pairs;
-          (void)launch_moe_down(*dp, 0);
-        },
-        64);
-    testing::print_bench_line("moe_down " + std::string(name) + tag, dn_bytes, ms, ceil);
-  }
-  gp->stream_groups = dp->stream_groups = 0;
 }
 
 // A failed launch leaves a sticky error: report it and stop instead of timing garbage.
@@ -139,11 +101,10 @@ int main(int argc, char** argv) {
                  dn_bytes = static_cast<double>(pairs) * H * I / 2 * 17.0 / 16;
     for (const Variant& v : kVariants) {
       if (argc > 2 && v.pipe != std::atoi(argv[2])) continue;
-      gp.decode = dp.decode = v.decode;
-      gp.pipe = dp.pipe = v.pipe;
+      gp.pipe = v.pipe == 2 ? 0 : v.pipe;
+      dp.pipe = v.pipe;
       gp.pdl = dp.pdl = v.pdl;
-      const std::string tag = std::string(v.decode == 0 ? " [prmt-lut" : " [half2-cvt") + " pipe " +
-                              std::to_string(v.pipe) + (v.pdl ? " pdl]" : "]");
+      const std::string tag = " [pipe " + std::to_string(v.pipe) + (v.pdl ? " pdl]" : "]");
       int it = 0;
       double ms = testing::time_ms(
           [&] {
@@ -161,11 +122,8 @@ int main(int argc, char** argv) {
       testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
       if (!device_ok(c.name + tag)) return 1;
     }
-    stream_groups_sweep(c.name, &gp, &dp, ids.get(), pairs, gu_bytes, dn_bytes, ceil, argc, argv);
-    if (!device_ok(std::string(c.name) + " pipe 8 groups sweep")) return 1;
     for (const PairVariant& v : kPairs) {
       if (argc > 2 && v.gu_pipe != std::atoi(argv[2])) continue;
-      gp.decode = dp.decode = 1;
       gp.pipe = v.gu_pipe;
       dp.pipe = v.dn_pipe;
       gp.pdl = dp.pdl = v.pdl;

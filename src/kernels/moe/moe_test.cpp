@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/numerics.h"
+#include "kernels/common/mxfp4_ref.h"
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
 #include "kernels/moe/params.h"
@@ -19,22 +20,14 @@ namespace {
 
 using testing::DevBuf;
 
-// Kernel variants under test: {decode, pipe, pdl, stream_groups} (params.h).
+// Kernel variants under test: {gate_up pipe, down pipe, pdl} (params.h): every pipe that exists
+// (gate_up 0 / 6, down 0 / 2 / 6), pipe 6 with PDL off and on.
 struct Variant {
-  int decode, pipe;
+  int gu_pipe, dn_pipe;
   bool pdl;
-  int groups;
 };
-constexpr Variant kVariants[] = {
-    {0, 0, false, 0}, {1, 0, false, 0}, {0, 1, false, 0}, {1, 1, false, 0}, {0, 2, false, 0},
-    {1, 2, false, 0}, {0, 3, false, 0}, {1, 3, false, 0}, {1, 4, false, 0}, {1, 5, false, 0},
-    {1, 6, false, 0}, {1, 6, true, 0},  {1, 7, false, 0}, {1, 7, true, 0},  {1, 8, false, 0},
-    {1, 8, true, 0},  {1, 8, false, 1}, {1, 8, false, 4}};
-constexpr Variant kBulkVariants[] = {{1, 6, false, 0}, {1, 6, true, 0},  {1, 7, false, 0},
-                                     {1, 7, true, 0},  {1, 8, false, 0}, {1, 8, true, 0},
-                                     {1, 8, false, 1}, {1, 8, true, 3},  {1, 8, false, 4}};
-constexpr Variant kStreamVariants[] = {
-    {1, 8, false, 0}, {1, 8, true, 0}, {1, 8, false, 1}, {1, 8, true, 3}, {1, 8, false, 4}};
+constexpr Variant kVariants[] = {{0, 0, false}, {0, 2, false}, {6, 6, false}, {6, 6, true}};
+constexpr Variant kBulkVariants[] = {{6, 6, false}, {6, 6, true}};
 
 // Distinct random experts per row and softmax-like positive weights.
 void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<int32_t>* ids,
@@ -115,18 +108,15 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
   dact_in.upload(act_in);
   const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act_in, ids, rw, resid, dp);
   Errors worst;
-  // Pipe 6 must really run (not fall back) on the gpt-oss shapes.
-  if (H % 64 == 0 && I % 64 == 0 && c.k <= 12) {
+  // Pipe 6 must really run (not fall back) on the gpt-oss shapes at decode batches.
+  if (H % 64 == 0 && I % 64 == 0 && c.k <= 12 && c.batch <= 64) {
     EXPECT_TRUE(moe_gate_up_bulk_supported(gp)) << c.name;
     EXPECT_TRUE(moe_down_bulk_supported(dp)) << c.name;
-    EXPECT_TRUE(moe_gate_up_stream_supported(gp)) << c.name;
-    EXPECT_TRUE(moe_down_stream_supported(dp)) << c.name;
   }
   for (const Variant& v : variants) {
-    gp.decode = dp.decode = v.decode;
-    gp.pipe = dp.pipe = v.pipe;
+    gp.pipe = v.gu_pipe;
+    dp.pipe = v.dn_pipe;
     gp.pdl = dp.pdl = v.pdl;
-    gp.stream_groups = dp.stream_groups = v.groups;
     dact.poison();
     EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
@@ -136,10 +126,11 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const double e2 = testing::rel_err(dres.download(), out_ref);
     std::printf(
-        "moe decode %d pipe %d%s groups %d %-36s rel_err gate_up+swiglu %.3g down+residual %.3g\n",
-        v.decode, v.pipe, v.pdl ? " pdl" : "", v.groups, c.name, e1, e2);
-    EXPECT_LT(e1, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
-    EXPECT_LT(e2, 1e-5) << c.name << " decode " << v.decode << " pipe " << v.pipe;
+        "moe gate_up pipe %d down pipe %d%s %-36s rel_err gate_up+swiglu %.3g "
+        "down+residual %.3g\n",
+        v.gu_pipe, v.dn_pipe, v.pdl ? " pdl" : "", c.name, e1, e2);
+    EXPECT_LT(e1, 1e-5) << c.name << " gate_up pipe " << v.gu_pipe;
+    EXPECT_LT(e2, 1e-5) << c.name << " down pipe " << v.dn_pipe;
     worst.gate_up = std::max(worst.gate_up, e1);  // NaN-safe: rel_err maps NaN to +inf
     worst.down = std::max(worst.down, e2);
   }
@@ -180,10 +171,9 @@ TEST(Moe, ExtremeScaleBytesMatchFp64Reference) {
               lo.down, hi.gate_up, hi.down);
 }
 
-// Pipes 6 / 7 / 8 (PDL off / on; pipe 8 also at 1, 3 and 4 row groups per copy) at the given
-// decode batches on a small shape with an odd number of MX blocks per gate_up row step (nb =
-// 34), 48 row groups per routed expert (pipe 8 chunks clipped at expert boundaries) and k = 4
-// (down teams of 4 warps); every 8th batch with 2% extreme scale bytes (exact fallback path).
+// Pipe 6 (PDL off / on) at the given decode batches on a small shape with an odd number of MX
+// blocks per gate_up row step (nb = 34), 48 row groups per routed expert and k = 4 (down teams
+// of 4 warps); every 8th batch with 2% extreme scale bytes (exact fallback path).
 template <size_t N>
 void check_bulk_batches(const std::vector<int>& batches, const char* what,
                         const Variant (&variants)[N]) {
@@ -210,9 +200,25 @@ TEST(Moe, BulkPipeSanitizerShapesMatchFp64Reference) {
   check_bulk_batches({1, 3, 8}, "moe bulk batches 1, 3, 8", kBulkVariants);
 }
 
-// Pipe 8 only, for compute-sanitizer (memcheck / racecheck with a gtest filter).
-TEST(Moe, StreamPipeSanitizerShapesMatchFp64Reference) {
-  check_bulk_batches({1, 3, 8, 64}, "moe stream batches 1, 3, 8, 64", kStreamVariants);
+// The default (pipe 6) beyond its batch limit of 64: gate_up falls back to pipe 0, down to
+// pipe 2 (launch_moe_* must still succeed and match the reference).
+TEST(Moe, FallbackBeyondBatch64MatchesFp64Reference) {
+  std::mt19937_64 rng(testing::fresh_seed("moe fallback batch 80"));
+  const MoeCase c{"fallback b80 k4 256x128 E16", 80, 4, 256, 128, 16, true};
+  constexpr Variant kDefault[] = {{6, 6, false}};
+  const Errors e = check_case(rng, c, 0.0, 0, 0, kDefault);
+  std::printf("moe fallback (batch 80) rel_err: gate_up %.3g down %.3g\n", e.gate_up, e.down);
+  // The same shape runs pipe 6 itself at batch 64 (so batch 80 really took the fallbacks).
+  alignas(16) uint8_t u[16] = {};
+  alignas(16) float f[4] = {};
+  alignas(16) int32_t i[4] = {};
+  MoeGateUpParams gp{u, u, f, f, i, f, 64, 4, 256, 128, 16};
+  MoeDownParams dp{u, u, f, f, i, f, f, 64, 4, 256, 128, 16};
+  EXPECT_TRUE(moe_gate_up_bulk_supported(gp));
+  EXPECT_TRUE(moe_down_bulk_supported(dp));
+  gp.batch = dp.batch = 80;
+  EXPECT_FALSE(moe_gate_up_bulk_supported(gp));
+  EXPECT_FALSE(moe_down_bulk_supported(dp));
 }
 
 // Pipe 6 on the gpt-oss shapes at decode batches 1, 5, 13 and k = 4 (down: 3 teams of 4
@@ -227,22 +233,6 @@ TEST(Moe, BulkPipeGptOssShapesMatchFp64Reference) {
     worst.down = std::max(worst.down, e.down);
   }
   std::printf("moe bulk pipe worst rel_err, gpt-oss shapes: gate_up %.3g down %.3g\n",
-              worst.gate_up, worst.down);
-}
-
-// Pipe 8 on the gpt-oss shapes at decode batches 1, 4 and 13: 16 gate_up warps share 8 ring
-// slots of 2 row groups, so warps take units a whole ring ahead of the slot's current chunk (the
-// case the slot tags exist for); down at batch 1 holds a block's whole share (3 units x k).
-TEST(Moe, StreamPipeGptOssShapesMatchFp64Reference) {
-  std::mt19937_64 rng(testing::fresh_seed("moe stream gpt-oss"));
-  Errors worst;
-  for (int batch : {1, 4, 13}) {
-    const MoeCase c{"stream k4 2880x2880 E8", batch, 4, 2880, 2880, 8, true};
-    const Errors e = check_case(rng, c, batch == 4 ? 0.02 : 0.0, 161, 190, kStreamVariants);
-    worst.gate_up = std::max(worst.gate_up, e.gate_up);
-    worst.down = std::max(worst.down, e.down);
-  }
-  std::printf("moe stream pipe worst rel_err, gpt-oss shapes: gate_up %.3g down %.3g\n",
               worst.gate_up, worst.down);
 }
 
@@ -304,6 +294,23 @@ TEST(Moe, TensorCoreDecodeIsExactOnHost) {
   EXPECT_FALSE(scale_in_fast_range(kScaleHi + 1));
 }
 
+// Host check (no GPU) of the shared fp64 reference dot (kernels/common/mxfp4_ref.h) against a
+// hand-computed value: row 1 of a 2 x 64 matrix, block 0 bytes 0x91 (low nibble 0.5, high
+// nibble -0.5) at scale 2^1 -> +1, -1, ...; block 1 bytes 0x07 (6, 0) at scale 2^-1 -> 3, 0, ...;
+// x[i] = i: (0 - 1 + 2 - ... - 31) + 3 (32 + 34 + ... + 62) = -16 + 2256 = 2240. Row 0 is all
+// 0xFF (-6) so a wrong row offset shows.
+TEST(Moe, Mxfp4RowDotMatchesHandComputedValue) {
+  std::vector<uint8_t> blocks(2 * 2 * 16, 0xFF), scales{127, 127, 128, 126};
+  std::fill_n(blocks.begin() + 32, 16, uint8_t{0x91});
+  std::fill_n(blocks.begin() + 48, 16, uint8_t{0x07});
+  std::vector<float> xf(64);
+  std::vector<double> xd(64);
+  for (int i = 0; i < 64; ++i) xf[i] = static_cast<float>(i), xd[i] = i;
+  EXPECT_EQ(mxfp4_row_dot(blocks, scales, 1, 64, xf.data()), 2240.0);
+  EXPECT_EQ(mxfp4_row_dot(blocks, scales, 1, 64, xd.data()), 2240.0);
+  EXPECT_EQ(mxfp4_row_dot(blocks, scales, 0, 64, xd.data()), -6.0 * (63 * 64 / 2));
+}
+
 TEST(Moe, RejectsBadParams) {
   MoeGateUpParams g;
   EXPECT_FALSE(g.validate().ok());
@@ -314,12 +321,22 @@ TEST(Moe, RejectsBadParams) {
   EXPECT_NE(g.validate().message().find("multiples of 32"), std::string::npos);
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2880, 8, 1.702f, 7.f};
   g.pipe = 9;
-  EXPECT_NE(g.validate().message().find("pipe"), std::string::npos);
-  g.pipe = 8;
-  EXPECT_TRUE(g.validate().ok());
-  g.stream_groups = 9;
-  EXPECT_NE(g.validate().message().find("stream_groups"), std::string::npos);
-  MoeDownParams d;
+  EXPECT_NE(g.validate().message().find("pipe 9 does not exist"), std::string::npos);
+  MoeDownParams d{&u, &u, &f, &f, &i, &f, &f, 1, 4, 2880, 2880, 8};
+  // The pipes that exist; the removed experiments (gate_up also 2) are rejected by name.
+  for (int pipe = -1; pipe <= 9; ++pipe) {
+    g.pipe = d.pipe = pipe;
+    const bool gu_ok = pipe == 0 || pipe == 6, dn_ok = gu_ok || pipe == 2;
+    EXPECT_EQ(g.validate().ok(), gu_ok) << "gate_up pipe " << pipe;
+    EXPECT_EQ(d.validate().ok(), dn_ok) << "down pipe " << pipe;
+    if (!gu_ok) {
+      EXPECT_NE(g.validate().message().find("removed"), std::string::npos) << pipe;
+    }
+    if (!dn_ok) {
+      EXPECT_NE(d.validate().message().find("removed"), std::string::npos) << pipe;
+    }
+  }
+  d = MoeDownParams{};
   EXPECT_FALSE(d.validate().ok());
 }
 

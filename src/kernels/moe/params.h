@@ -26,29 +26,15 @@ struct MoeGateUpParams {
   float* act = nullptr;             // [batch, k, I] f32
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   float alpha = 1.702f, limit = 7.0f;
-  int decode = 1;  // E2M1 decode: 1 = half2 conversions (default: faster, see docs/perf-notes.md),
-                   // 0 = prmt LUT
-  // Kernel variant (docs/perf-notes.md, "MoE kernels, second pass"): 0 = register-staged
-  // kernels of kernel.cu (default here: fastest gate_up measured), 1 = cp.async ring, one-wave
-  // grid, 8 warps (pipe.cu), 2 = the same with 3-deep ring (gate_up) / 12 warps (down),
-  // 3 = tensor-core mma.sync variant (mma.cu, ignores decode; slower, kept for reference),
-  // 4 / 5 = tensor-core kernels decoding MXFP4 straight into mma fragments (tc.cu, ignore
-  // decode; 4 / 8 MX blocks in flight per lane; docs/moe-decode.md: correct, but not faster
-  // than pipe 0 on the H200, so not the default), 6 = streaming kernels (bulk.cu, default:
-  // weights by 1-D TMA bulk copies of whole 8-row groups into a ~200 KB shared-memory ring per
-  // SM, tensor-core decode from shared memory; fastest measured at batch 1..4 and with PDL,
-  // docs/moe-decode.md), 7 = the same with 8 consumer warps x 2 stages (slower, kept for
-  // comparison), 8 = streaming kernels with chunks of several row groups per copy and a shared
-  // work queue (stream.cu, docs/moe-decode.md "Session 3, iteration 2": slower than pipe 6 at
-  // batch 1, faster for gate_up at batch >= 4, slower for down). Pipes 6 / 7 / 8 need
-  // sm_90, H/32 and I/32 even, 16-byte aligned weights and batch <= 64; otherwise gate_up runs
-  // pipe 0 and down pipe 2 (the previous defaults).
+  // Kernel variant (docs/moe-decode.md): 6 = streaming kernels (bulk.cu, default: weights by
+  // 1-D TMA bulk copies of whole 8-row groups into a ~200 KB shared-memory ring per SM,
+  // tensor-core decode from shared memory); 0 = register-staged kernels (kernel.cu), the
+  // fallback. Pipe 6 needs sm_90, H/32 and I/32 even, 16-byte aligned weights and batch <= 64;
+  // otherwise gate_up runs pipe 0 (and down pipe 2, then 0: MoeDownParams::pipe). The
+  // experimental pipes 1, 3, 4, 5, 7, 8 (and gate_up pipe 2) were removed in session 4;
+  // validate() rejects them.
   int pipe = 6;
-  // Pipe 8 only: row groups (8 weight rows) per bulk copy; 0 = default (gate_up 2, down the
-  // block's whole unit range when it is at most 3 units, else 2). Lowered where the ring would
-  // not fit.
-  int stream_groups = 0;
-  // Programmatic dependent launch (pdl.h), honoured by pipes 6 / 7 / 8 only (other pipes, and the
+  // Programmatic dependent launch (pdl.h), honoured by pipe 6 only (the other pipes, and the
   // fallbacks, are launched without the attribute). gate_up waits (pdl_wait) before reading ids,
   // which the router (the kernel just before it) writes; before the wait it only initialises its
   // mbarriers.
@@ -65,10 +51,11 @@ struct MoeDownParams {
   const float* weights = nullptr;   // [batch, k]
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
-  int decode = 1;  // as MoeGateUpParams::decode
-  int pipe = 6;    // as MoeGateUpParams::pipe (default 6; before: 2, the 12-warp cp.async ring)
-  int stream_groups = 0;  // as MoeGateUpParams::stream_groups
-  // PDL (pipes 6 / 7 / 8 only). down reads ids and weights and issues its weight copies BEFORE
+  // 6 = streaming kernel (bulk.cu, default), 2 = cp.async ring, one-wave grid, 12 warps
+  // (pipe.cu), 0 = register-staged kernel (kernel.cu). Where a pipe does not apply it falls
+  // back: 6 -> 2 -> 0. Other values (removed experiments) are rejected by validate().
+  int pipe = 6;
+  // PDL (pipe 6 only). down reads ids and weights and issues its weight copies BEFORE
   // pdl_wait: the exception to rule 1 of pdl.h derived in docs/decode-overhead.md. down runs
   // right after gate_up, and down can only start early once every gate_up block has executed
   // pdl_trigger, which gate_up does right after its own pdl_wait, i.e. after the router (the

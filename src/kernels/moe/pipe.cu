@@ -1,16 +1,14 @@
-// Pipelined MoE MXFP4 expert GEMVs (params.pipe 1 and 2; pipe 2 is the default down kernel;
-// see docs/perf-notes.md).
-// Same contracts as kernel.cu; differences:
-//  - persistent-style grids sized from the occupancy API so that every block is resident in ONE
-//    wave, and each warp loops over its tasks;
+// Pipelined MoE MXFP4 down GEMV (params.pipe 2: the fallback of the streaming down kernel where
+// pipe 6 does not apply, e.g. batch > 64 or before sm_90; docs/perf-notes.md). Same contract as
+// kernel.cu's down kernel; differences:
+//  - a persistent-style grid sized from the occupancy API so that every block is resident in ONE
+//    wave, and each of the kWarps warps loops over its tasks;
 //  - a task = 4 consecutive weight rows of one expert (4 * nb 16-byte MX blocks and 4 * nb scale
 //    bytes, contiguous in memory), copied with cp.async into a per-warp ring of kDepth slots in
 //    shared memory: the copies of the next kDepth-1 tasks stay in flight while the warp decodes
 //    the current one (bytes in flight no longer limited by registers);
 //  - lane l decodes MX blocks l, l+32, ... of the 4 rows from smem (conflict-free 16-byte reads)
 //    against the activations staged in smem ([n/32][36] floats, as in kernel.cu).
-// moe_gate_up (grid (blocks, batch)): task t of row b = (slot j = t / (I/2), row group t % (I/2))
-//   -> 2 SwiGLU outputs; tasks are strided over all warps of the row's blocks.
 // moe_down (grid (blocks, batch)): a block owns G row groups of H; its G*k tasks (row group,
 //   routed slot j) go round-robin to its warps; per-(row, j) partial dots land in smem and one
 //   thread per row adds sum_j w_j (dot_j + bias_j) to the residual in a fixed order
@@ -27,7 +25,8 @@ namespace {
 
 using namespace moe_pipe;  // NOLINT: internal helpers
 
-constexpr int kPad = 36, kRows = 4;  // kRows: rows per task (4 keeps scale copies 4B-aligned)
+constexpr int kPad = 36, kRows = 4;     // kRows: rows per task (4 keeps scale copies 4B-aligned)
+constexpr int kWarps = 12, kDepth = 2;  // warps per block, ring slots per warp
 
 // Bytes of one ring slot: [4 nb][16] weights then 4 nb scale bytes (padded to 16).
 __host__ __device__ constexpr int slot_bytes(int nb) {
@@ -47,7 +46,6 @@ __device__ __forceinline__ void issue_task(uint8_t* slot, const uint8_t* __restr
 }
 
 // acc[r] += (row r of the slot) . x, x staged as [nb][kPad] floats.
-template <int kDecode>
 __device__ __forceinline__ void compute_task(const uint8_t* slot, const float4* xs, int nb,
                                              int lane, float (&acc)[kRows]) {
   const uint4* w = reinterpret_cast<const uint4*>(slot);
@@ -57,7 +55,7 @@ __device__ __forceinline__ void compute_task(const uint8_t* slot, const float4* 
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const uint4 q = w[r * nb + c];
-      const float d = kDecode == 0 ? mxfp4_dot32(q, xv) : mxfp4_dot32_cvt(q, xv);
+      const float d = mxfp4_dot32_cvt(q, xv);
       acc[r] = fmaf(d, e8m0_half(sc[r * nb + c]), acc[r]);
     }
   }
@@ -70,58 +68,7 @@ __device__ __forceinline__ void stage_x(float4* dst, const float* src, int n) {
     dst[(i >> 3) * (kPad / 4) + (i & 7)] = s4[i];
 }
 
-template <int kDecode, int kWarps, int kDepth>
-__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_swiglu_mxfp4w_f32a(MoeGateUpParams p) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  const int b = blockIdx.y, nb = p.hidden / 32, I = p.inter, groups = I / 2;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int n_tasks = p.k * groups, W = gridDim.x * kWarps;
-  const int sb = slot_bytes(nb);
-  float4* xs = reinterpret_cast<float4*>(smem);
-  uint8_t* ring = smem + nb * kPad * 4 + warp * kDepth * sb;
-  const int32_t* ids = p.ids + static_cast<size_t>(b) * p.k;
-  auto row0_of = [&](int t) {
-    const int e = min(max(ids[t / groups], 0), p.n_experts - 1);
-    return static_cast<size_t>(e) * 2 * I + (t % groups) * kRows;
-  };
-  int t = blockIdx.x * kWarps + warp;
-#pragma unroll
-  for (int s = 0; s < kDepth; ++s) {
-    const int ts = t + s * W;
-    if (ts < n_tasks) issue_task(ring + s * sb, p.blocks, p.scales, row0_of(ts), nb, lane);
-    cp_commit();
-  }
-  stage_x(xs, p.x + static_cast<size_t>(b) * p.hidden, p.hidden);
-  __syncthreads();
-  for (int i = 0; t < n_tasks; ++i, t += W) {
-    cp_wait<kDepth - 1>();
-    __syncwarp();
-    uint8_t* slot = ring + (i % kDepth) * sb;
-    float acc[kRows] = {};
-    compute_task<kDecode>(slot, xs, nb, lane, acc);
-    __syncwarp();
-    const int tn = t + kDepth * W;
-    if (tn < n_tasks) issue_task(slot, p.blocks, p.scales, row0_of(tn), nb, lane);
-    cp_commit();
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) acc[r] = warp_sum(acc[r]);
-    const int j = t / groups, e = ids[j];
-    if (lane < 2 && e >= 0 && e < p.n_experts) {
-      const int u = (t % groups) * 2 + lane;  // SwiGLU output index
-      const float* bias = p.bias + static_cast<size_t>(e) * 2 * I;
-      float g = (lane == 0 ? acc[0] : acc[2]) + bias[2 * u];
-      float up = (lane == 0 ? acc[1] : acc[3]) + bias[2 * u + 1];
-      g = fminf(g, p.limit);
-      up = fmaxf(fminf(up, p.limit), -p.limit);
-      p.act[(static_cast<size_t>(b) * p.k + j) * I + u] =
-          (up + 1.f) * g / (1.f + __expf(-p.alpha * g));
-    }
-  }
-  cp_wait<0>();
-}
-
 // G = row groups per block (kernel argument).
-template <int kDecode, int kWarps, int kDepth>
 __global__ void __launch_bounds__(kWarps * 32) moe_down_mxfp4w_f32a(MoeDownParams p, int G) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int b = blockIdx.y, I = p.inter, H = p.hidden, nb = I / 32, k = p.k;
@@ -151,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_mxfp4w_f32a(MoeDownParam
     uint8_t* slot = ring + (i % kDepth) * sb;
     float acc[kRows] = {};
     const int j = t % k;
-    compute_task<kDecode>(slot, xs + static_cast<size_t>(j) * nb * (kPad / 4), nb, lane, acc);
+    compute_task(slot, xs + static_cast<size_t>(j) * nb * (kPad / 4), nb, lane, acc);
     __syncwarp();
     const int tn = t + kDepth * kWarps;
     if (tn < n_tasks) issue_task(slot, p.blocks, p.scales, row0_of(tn), nb, lane);
@@ -180,27 +127,11 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_mxfp4w_f32a(MoeDownParam
   }
 }
 
-template <int kDecode, int kWarps, int kDepth>
-Status gate_up_impl(const MoeGateUpParams& p, cudaStream_t s) {
-  const int nb = p.hidden / 32;
-  const size_t smem =
-      static_cast<size_t>(nb) * kPad * 4 + static_cast<size_t>(kWarps) * kDepth * slot_bytes(nb);
-  auto* fn = moe_gate_up_swiglu_mxfp4w_f32a<kDecode, kWarps, kDepth>;
-  if (smem > kMaxSmem || !aligned(p.blocks, 16) || !aligned(p.scales, 4)) return NoPipe();
-  GS_ASSIGN_OR_RETURN(int max_blocks,
-                      resident_blocks(reinterpret_cast<const void*>(fn), kWarps * 32, smem));
-  const int n_tasks = p.k * (p.inter / 2);
-  const int per_row = std::max(1, max_blocks / p.batch) * kWarps;  // warps per batch row
-  const int per_warp = (n_tasks + per_row - 1) / per_row;          // tasks per warp
-  const int blocks = (n_tasks + per_warp * kWarps - 1) / (per_warp * kWarps);
-  fn<<<dim3(blocks, p.batch), kWarps * 32, smem, s>>>(p);
-  return launch_status("moe_gate_up_swiglu_mxfp4w_f32a (pipe)");
-}
+}  // namespace
 
-template <int kDecode, int kWarps, int kDepth>
-Status down_impl(const MoeDownParams& p, cudaStream_t s) {
+Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s) {
   const int nb = p.inter / 32, groups = p.hidden / kRows;
-  auto* fn = moe_down_mxfp4w_f32a<kDecode, kWarps, kDepth>;
+  auto* fn = moe_down_mxfp4w_f32a;
   auto smem_of = [&](int G) {
     return static_cast<size_t>(p.k) * nb * kPad * 4 + ((G * kRows * p.k * 4 + 15) & ~15) +
            static_cast<size_t>(kWarps) * kDepth * slot_bytes(nb);
@@ -218,20 +149,6 @@ Status down_impl(const MoeDownParams& p, cudaStream_t s) {
   const int blocks = (groups + G - 1) / G;
   fn<<<dim3(blocks, p.batch), kWarps * 32, smem_of(64), s>>>(p, G);
   return launch_status("moe_down_mxfp4w_f32a (pipe)");
-}
-
-}  // namespace
-
-Status launch_moe_gate_up_pipe(const MoeGateUpParams& p, cudaStream_t s) {
-  if (p.pipe == 3) return launch_moe_gate_up_mma(p, s);
-  if (p.pipe == 2) return p.decode == 1 ? gate_up_impl<1, 8, 3>(p, s) : gate_up_impl<0, 8, 3>(p, s);
-  return p.decode == 1 ? gate_up_impl<1, 8, 2>(p, s) : gate_up_impl<0, 8, 2>(p, s);
-}
-
-Status launch_moe_down_pipe(const MoeDownParams& p, cudaStream_t s) {
-  if (p.pipe == 3) return launch_moe_down_mma(p, s);
-  if (p.pipe == 2) return p.decode == 1 ? down_impl<1, 12, 2>(p, s) : down_impl<0, 12, 2>(p, s);
-  return p.decode == 1 ? down_impl<1, 8, 2>(p, s) : down_impl<0, 8, 2>(p, s);
 }
 
 }  // namespace gossamer::kern

@@ -1,5 +1,5 @@
-// Helpers shared by the pipelined MoE kernels (pipe.cu, mma.cu): cp.async wrappers and the
-// one-wave grid sizing. Internal to src/kernels/moe.
+// Helpers shared by the MoE kernels (pipe.cu: cp.async wrappers and the one-wave grid sizing;
+// bulk.cu: alignment and the fallback status). Internal to src/kernels/moe.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 #include <cmath>
 #include <string>
 
-#include "common/numerics.h"
+#include "kernels/common/mxfp4_ref.h"
 #include "kernels/moe/params.h"
 
 namespace gossamer::kern {
@@ -19,17 +19,12 @@ Status check_shape(const char* op, int batch, int k, int hidden, int inter, int 
   return Status::Ok();
 }
 
-// Row r of expert e of an MXFP4 matrix with `cols` inputs, dotted with x (fp64).
-double mx_row_dot(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& scales,
-                  size_t row, int cols, const float* x) {
-  const int nb = cols / 32;
-  double s = 0;
-  float v[32];
-  for (int c = 0; c < nb; ++c) {
-    dequant_mxfp4_block(&blocks[(row * nb + c) * 16], scales[row * nb + c], v);
-    for (int i = 0; i < 32; ++i) s += static_cast<double>(v[i]) * x[c * 32 + i];
-  }
-  return s;
+// The pipes launch_moe_* still has (session 4 removed the experiments 1, 3, 4, 5, 7, 8).
+Status check_pipe(const char* op, int pipe, bool has_pipe2) {
+  if (pipe == 0 || pipe == 6 || (has_pipe2 && pipe == 2)) return Status::Ok();
+  return InvalidArgument(std::string(op) + ": pipe " + std::to_string(pipe) +
+                         " does not exist (removed in session 4, docs/moe-decode.md); use " +
+                         (has_pipe2 ? "6 (default), 2 or 0" : "6 (default) or 0"));
 }
 
 }  // namespace
@@ -38,11 +33,7 @@ Status MoeGateUpParams::validate() const {
   if (!blocks || !scales || !bias || !x || !ids || !act) {
     return InvalidArgument("moe_gate_up: null pointer argument");
   }
-  if (decode != 0 && decode != 1) return InvalidArgument("moe_gate_up: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 8) return InvalidArgument("moe_gate_up: pipe must be in 0..8");
-  if (stream_groups < 0 || stream_groups > 8) {
-    return InvalidArgument("moe_gate_up: stream_groups must be in 0..8");
-  }
+  GS_RETURN_IF_ERROR(check_pipe("moe_gate_up", pipe, false));
   return check_shape("moe_gate_up", batch, k, hidden, inter, n_experts);
 }
 
@@ -50,11 +41,7 @@ Status MoeDownParams::validate() const {
   if (!blocks || !scales || !bias || !act || !ids || !weights || !resid) {
     return InvalidArgument("moe_down: null pointer argument");
   }
-  if (decode != 0 && decode != 1) return InvalidArgument("moe_down: decode must be 0 or 1");
-  if (pipe < 0 || pipe > 8) return InvalidArgument("moe_down: pipe must be in 0..8");
-  if (stream_groups < 0 || stream_groups > 8) {
-    return InvalidArgument("moe_down: stream_groups must be in 0..8");
-  }
+  GS_RETURN_IF_ERROR(check_pipe("moe_down", pipe, true));
   return check_shape("moe_down", batch, k, hidden, inter, n_experts);
 }
 
@@ -69,8 +56,8 @@ std::vector<double> moe_gate_up_ref(const std::vector<uint8_t>& blocks,
       const size_t e = static_cast<size_t>(ids[static_cast<size_t>(b) * s.k + j]);
       for (int i = 0; i < I; ++i) {
         const size_t rg = e * 2 * I + 2 * i, ru = rg + 1;
-        double g = mx_row_dot(blocks, scales, rg, H, &x[static_cast<size_t>(b) * H]) + bias[rg];
-        double u = mx_row_dot(blocks, scales, ru, H, &x[static_cast<size_t>(b) * H]) + bias[ru];
+        double g = mxfp4_row_dot(blocks, scales, rg, H, &x[static_cast<size_t>(b) * H]) + bias[rg];
+        double u = mxfp4_row_dot(blocks, scales, ru, H, &x[static_cast<size_t>(b) * H]) + bias[ru];
         g = std::fmin(g, s.limit);
         u = std::fmax(std::fmin(u, s.limit), -s.limit);
         act[(static_cast<size_t>(b) * s.k + j) * I + i] =
@@ -93,7 +80,8 @@ std::vector<double> moe_down_ref(const std::vector<uint8_t>& blocks,
       const size_t bj = static_cast<size_t>(b) * s.k + j;
       const size_t e = static_cast<size_t>(ids[bj]);
       for (int r = 0; r < H; ++r) {
-        const double y = mx_row_dot(blocks, scales, e * H + r, I, &act[bj * I]) + bias[e * H + r];
+        const double y =
+            mxfp4_row_dot(blocks, scales, e * H + r, I, &act[bj * I]) + bias[e * H + r];
         out[static_cast<size_t>(b) * H + r] += weights[bj] * y;
       }
     }

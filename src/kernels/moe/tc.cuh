@@ -1,11 +1,11 @@
-// Tensor-core MXFP4 row-group dot products for the MoE decode kernels (params.pipe 4 and 5, see
-// tc.cu). Internal to src/kernels/moe.
+// Tensor-core MXFP4 decode of the streaming MoE kernels (bulk.cu, bulk_core.cuh: pipe 6).
+// Internal to src/kernels/moe. (Written for the register-direct pipes 4 / 5 of session 2, removed
+// in session 4; docs/moe-decode.md.)
 //
-// One warp computes 8 weight rows x one activation vector over MX blocks [c0, c1) with
-// mma.sync.m16n8k16 (bf16 in, f32 accumulate), the weights being the B operand (k16 x n8):
-//  - lane (g = lane / 4, t = lane % 4) owns weight row g and MX blocks c0 + t, c0 + t + 4, ...:
-//    one 16-byte global load (ld.global.nc.L1::no_allocate) per block straight into registers,
-//    kU blocks in flight per lane, plus the block's E8M0 scale byte;
+// One warp computes 8 weight rows x one activation vector with mma.sync.m16n8k16 (bf16 in, f32
+// accumulate), the weights being the B operand (k16 x n8):
+//  - lane (g = lane / 4, t = lane % 4) owns weight row g and MX blocks t, t + 4, ... (16 bytes
+//    each, 32 E2M1 values) plus the block's E8M0 scale byte;
 //  - word p (elements 8p..8p+7) of a block gives 4 bf16x2 P_j = (e_{8p+j}, e_{8p+j+4}) placed by
 //    bit moves (magnitude -> bits 6..8, sign -> bit 15: value * 2^-126, the E2M1 0.5 becoming a
 //    bf16 subnormal), then one bf16x2 multiply by 2^(s-1-kX) folds the block scale exactly;
@@ -19,8 +19,8 @@
 //    split rows are summed at the end and scaled by 2^kX.
 // Exactness: B = E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes s in
 // [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
-// recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt), so every scale byte gives
-// the fp32 result; only the speed differs.
+// recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt, bulk_core.cuh finish_rows),
+// so every scale byte gives the fp32 result; only the speed differs.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -54,12 +54,6 @@ __device__ __forceinline__ uint4 ldg_na16(const void* ptr) {
       : "l"(ptr));
   return r;
 }
-__device__ __forceinline__ uint32_t ldg_na8(const void* ptr) {
-  uint32_t r;
-  asm("ld.global.nc.L1::no_allocate.u8 %0, [%1];" : "=r"(r) : "l"(ptr));
-  return r;
-}
-
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -145,85 +139,5 @@ __device__ __forceinline__ void tc_block(const uint4& q, uint32_t sc, const uint
   acc[0] += d0[0] + d1[2];
   acc[1] += d0[1] + d1[3];
 }
-
-// 8 rows x one vector over MX blocks [c0, c1) (c0 % 4 == 0). Usage: init, prefetch (issues the
-// first kU loads: may precede the staging barrier), run. Result on lanes 0..3: rows 2t, 2t+1.
-template <int kU>
-struct TcRows8 {
-  const uint8_t* w;  // row g, block c0 + t
-  const uint8_t* s;  // scale of row g, block c0 + t
-  const uint8_t* wrow;
-  const uint8_t* srow;
-  int c0, c1, rem, nsteps;
-  uint4 q[kU];
-  uint32_t sc[kU];
-
-  __device__ __forceinline__ void init(const uint8_t* blocks, const uint8_t* scales, size_t row,
-                                       int nb, int cb, int ce, int lane) {
-    const int t = lane & 3;
-    c0 = cb, c1 = ce;
-    wrow = blocks + row * nb * 16;
-    srow = scales + row * nb;
-    w = wrow + static_cast<size_t>(c0 + t) * 16;
-    s = srow + c0 + t;
-    rem = c1 - c0 - t;
-    nsteps = (c1 - c0 + 3) >> 2;
-  }
-  // Block step `step` (relative to the current w / s / rem, a compile-time constant when unrolled)
-  // into slot u; blocks past c1 read as zero weights with an in-range scale.
-  __device__ __forceinline__ void load(int u, int step) {
-    if (4 * step < rem) {
-      q[u] = ldg_na16(w + step * 64);
-      sc[u] = ldg_na8(s + step * 4);
-    } else {
-      q[u] = make_uint4(0, 0, 0, 0);
-      sc[u] = 127;
-    }
-  }
-  __device__ __forceinline__ void prefetch() {
-#pragma unroll
-    for (int u = 0; u < kU; ++u) load(u, u);
-  }
-  // xu: staged units of this vector (split 0, block 0); su: split stride; xf: its fp32 values.
-  __device__ __forceinline__ float2 run(const uint4* xu, int su, const float* __restrict__ xf,
-                                        int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    const uint4* a = xu + (g < kSplits ? g : 0) * su + (c0 + t) * 4;
-    float acc[2] = {0.f, 0.f};
-    uint32_t bad = 0;
-    for (int s0 = 0; s0 < nsteps; s0 += kU) {
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (s0 + u < nsteps) {
-          tc_block(q[u], sc[u], a + u * 16, acc, bad);
-          load(u, u + kU);
-        }
-      }
-      a += kU * 16;
-      w += kU * 64;
-      s += kU * 4;
-      rem -= kU * 4;
-    }
-    const float c0v = acc[0], c1v = acc[1];
-    // D rows 0 (hi, lanes 0..3), 1 (lo, lanes 4..7), 2 (lo2, lanes 8..11); columns 2t, 2t+1.
-    float r0 = __shfl_sync(0xffffffffu, c0v, t + 8) + __shfl_sync(0xffffffffu, c0v, t + 4);
-    float r1 = __shfl_sync(0xffffffffu, c1v, t + 8) + __shfl_sync(0xffffffffu, c1v, t + 4);
-    r0 = (r0 + c0v) * 4294967296.f;  // 2^kX
-    r1 = (r1 + c1v) * 4294967296.f;
-    if (__any_sync(0xffffffffu, bad)) {  // scale bytes outside [34, 160]: exact fp32 path
-      float acc = 0.f;
-      for (int c = c0 + t; c < c1; c += 4) {
-        const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
-                                          reinterpret_cast<const float4*>(xf + c * 32));
-        acc = fmaf(dot, e8m0_half(srow[c]), acc);
-      }
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-      r0 = __shfl_sync(0xffffffffu, acc, 8 * t);
-      r1 = __shfl_sync(0xffffffffu, acc, 8 * t + 4);
-    }
-    return make_float2(r0, r1);
-  }
-};
 
 }  // namespace gossamer::kern::moe_tc

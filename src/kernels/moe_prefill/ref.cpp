@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "common/numerics.h"
+#include "kernels/common/mxfp4_ref.h"
 #include "kernels/moe_prefill/kernels.h"
 #include "kernels/moe_prefill/layout.h"
 #include "kernels/moe_prefill/params.h"
@@ -35,19 +35,6 @@ Status check_shape(int tokens, int k, int hidden, int inter, int n_experts) {
 
 bool aligned(const void* p, uintptr_t a) {
   return reinterpret_cast<uintptr_t>(p) % a == 0;
-}
-
-// Dot of row `row` of an MXFP4 matrix with `cols` inputs and x (fp64).
-double mx_row_dot(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& scales,
-                  size_t row, int cols, const double* x) {
-  const int nb = cols / 32;
-  double s = 0;
-  float v[32];
-  for (int c = 0; c < nb; ++c) {
-    dequant_mxfp4_block(&blocks[(row * nb + c) * 16], scales[row * nb + c], v);
-    for (int i = 0; i < 32; ++i) s += static_cast<double>(v[i]) * x[c * 32 + i];
-  }
-  return s;
 }
 
 }  // namespace
@@ -105,8 +92,8 @@ std::vector<double> moe_prefill_ref(const MoePrefillHost& h, const MoePrefillPar
       const size_t e = static_cast<size_t>(id);
       for (int i = 0; i < I; ++i) {
         const size_t rg = e * 2 * I + 2 * i, ru = rg + 1;
-        double g = mx_row_dot(*h.gu_blocks, *h.gu_scales, rg, H, xt.data()) + (*h.gu_bias)[rg];
-        double u = mx_row_dot(*h.gu_blocks, *h.gu_scales, ru, H, xt.data()) + (*h.gu_bias)[ru];
+        double g = mxfp4_row_dot(*h.gu_blocks, *h.gu_scales, rg, H, xt.data()) + (*h.gu_bias)[rg];
+        double u = mxfp4_row_dot(*h.gu_blocks, *h.gu_scales, ru, H, xt.data()) + (*h.gu_bias)[ru];
         g = std::fmin(g, s.limit);
         u = std::fmax(std::fmin(u, s.limit), -s.limit);
         act[i] = (u + 1) * g / (1 + std::exp(-s.alpha * g));
@@ -115,7 +102,7 @@ std::vector<double> moe_prefill_ref(const MoePrefillHost& h, const MoePrefillPar
       for (int r = 0; r < H; ++r) {
         const size_t row = e * H + r;
         o[r] +=
-            w * (mx_row_dot(*h.dn_blocks, *h.dn_scales, row, I, act.data()) + (*h.dn_bias)[row]);
+            w * (mxfp4_row_dot(*h.dn_blocks, *h.dn_scales, row, I, act.data()) + (*h.dn_bias)[row]);
       }
     }
     out.insert(out.end(), o.begin(), o.end());

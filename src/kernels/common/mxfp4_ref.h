@@ -1,0 +1,30 @@
+// fp64 dot product of one MXFP4 weight row with a vector: the core of the CPU references of the
+// MoE kernels (kernels/moe/ref.cpp, kernels/moe_prefill/ref.cpp). Host only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/numerics.h"
+
+namespace gossamer::kern {
+
+// Row `row` of an MXFP4 matrix with `cols` inputs (cols % 32 == 0; blocks [rows][cols/32][16],
+// low nibble first, scales [rows][cols/32] E8M0; rows of all experts counted together) dotted
+// with x[0..cols), accumulated in fp64 in element order. T: float or double.
+template <typename T>
+double mxfp4_row_dot(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& scales,
+                     size_t row, int cols, const T* x) {
+  const int nb = cols / 32;
+  double s = 0;
+  float v[32];
+  for (int c = 0; c < nb; ++c) {
+    dequant_mxfp4_block(&blocks[(row * nb + c) * 16], scales[row * nb + c], v);
+    for (int i = 0; i < 32; ++i)
+      s += static_cast<double>(v[i]) * static_cast<double>(x[c * 32 + i]);
+  }
+  return s;
+}
+
+}  // namespace gossamer::kern

@@ -1,0 +1,25 @@
+// L2 eviction hint on the expert-weight bulk copies of the streaming MoE kernels (pipe 6).
+// Declared here (host-only, so the l2_prefetch probe bench can include it) and defined in
+// src/kernels/moe/bulk.cu (link gossamer_kernel_moe). kEvictFirst: every cp.async.bulk of expert
+// weights carries an L2::evict_first cache policy, so the 53 MB / layer of streamed experts
+// (read once per step) evict each other before they evict prefetched dense weights.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/status.h"
+
+namespace gossamer::kern {
+
+struct MoeGateUpParams;
+struct MoeDownParams;
+
+enum class MoeL2Hint { kNone, kEvictFirst };
+
+// As launch_moe_gate_up / launch_moe_down for p.pipe 6 (bulk.cu), with the hint. Returns an
+// Unsupported status without launching when the bulk kernels do not take these params (no
+// fallback here: the caller chooses).
+Status launch_moe_gate_up_bulk_hint(const MoeGateUpParams& p, MoeL2Hint hint, cudaStream_t s);
+Status launch_moe_down_bulk_hint(const MoeDownParams& p, MoeL2Hint hint, cudaStream_t s);
+
+}  // namespace gossamer::kern
