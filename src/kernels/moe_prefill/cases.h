@@ -22,6 +22,7 @@ inline constexpr MoePrefillCase kMoePrefillCases[] = {
     {"T37 k4 96x160 E8 (partial tiles)", 37, 4, 96, 160, 8, Routing::kRandom, 0, true, false},
     {"T100 k4 256x128 E16 hot expert", 100, 4, 256, 128, 16, Routing::kHot, 0, true, false},
     {"T200 k2 128x64 E64 sparse", 200, 2, 128, 64, 64, Routing::kRandom, 0, true, false},
+    {"T40 k4 128x96 E4 (40 rows per expert)", 40, 4, 128, 96, 4, Routing::kRandom, 0, true, false},
     {"T130 k4 64x96 E8 invalid ids", 130, 4, 64, 96, 8, Routing::kInvalid, 0, true, false},
     {"T300 k4 2880x2880 E8", 300, 4, 2880, 2880, 8, Routing::kRandom, 12, true, false},
     {"20b layer T128", 128, 4, 2880, 2880, 32, Routing::kRandom, 0, false, true},
@@ -30,6 +31,7 @@ inline constexpr MoePrefillCase kMoePrefillCases[] = {
     {"20b layer T8192", 8192, 4, 2880, 2880, 32, Routing::kRandom, 0, false, true},
     {"120b layer T128", 128, 4, 2880, 2880, 128, Routing::kRandom, 0, false, true},
     {"120b layer T512", 512, 4, 2880, 2880, 128, Routing::kRandom, 16, true, true},
+    {"120b layer T1024", 1024, 4, 2880, 2880, 128, Routing::kRandom, 0, false, true},
     {"120b layer T2048", 2048, 4, 2880, 2880, 128, Routing::kRandom, 16, true, true},
     {"120b layer T8192", 8192, 4, 2880, 2880, 128, Routing::kRandom, 0, false, true},
 };

@@ -270,6 +270,7 @@ Status launch_gemm(const GemmArgs& g, cudaStream_t s, const char* name) {
     case kTransVariant + 2:
     case kTransVariant + 3:
     case kTransVariant + 4:
+    case kTransVariant + 5:
       return kGateUp ? launch_tgemm_gate_up(g, s) : launch_tgemm_down(g, s);
     default:
       return InvalidArgument(std::string(name) + ": unknown variant " + std::to_string(g.variant));

@@ -27,6 +27,8 @@ struct GemmArgs {
   const float* weights = nullptr;    // [pairs] routing weights (down)
   int N = 0, K = 0, k = 0, max_tiles = 0;
   int variant = 1;  // tile configuration 0 .. kVariants - 1 (resolved: not -1)
+  // Transposed variants (7..): grid x = column blocks of N, y = tiles (true), or the reverse.
+  bool cols_first = true;
   float alpha = 1.702f, limit = 7.0f;
 };
 
@@ -44,26 +46,32 @@ struct GemmArgs {
 // 16 MT weight rows (BN = 64 MT), BM tokens:
 //   v   BM  KBS  stages  /SM  MT
 //   7   32  4    3       3    2
-//   8   64  2    3       3    2     default for > kSmallMaxRows rows per expert
+//   8   64  2    3       3    2     default for kSmallMaxRows < rows per expert <= kMidMaxRows
 //   9   32  2    4       4    2
 //   10  32  4    3       4    1     default for <= kSmallMaxRows rows per expert
 //   11  64  2    3       4    1
+//   12  96  2    4       2    2     default for > kMidMaxRows rows per expert
 // -1 (default) picks by the mean rows per expert (pick_variant). Measured alternatives that lost
-// everywhere (BM 128, BM 32 with KBS 2, BM 64 with KBS 4): docs/moe-prefill.md.
-inline constexpr int kVariants = 12;
+// everywhere (BM 128, BM 32 with KBS 2, BM 64 with KBS 4; session 4 second pass: BM 96 with 8
+// warps x MT 1 or MT 3, variant 8 with a 4-slot ring, BM 64 with 8 warps x MT 1):
+// docs/moe-prefill.md.
+inline constexpr int kVariants = 13;
 inline constexpr int kWgmmaVariant = 4;   // variants 4 and 5 are wgmma
-inline constexpr int kTransVariant = 7;   // variants 7 .. 11 are transposed mma.sync
+inline constexpr int kTransVariant = 7;   // variants 7 .. 12 are transposed mma.sync
 inline constexpr int kSmallVariant = 10;  // few rows per expert (weight streaming)
-inline constexpr int kLargeVariant = 8;   // more rows per expert
+inline constexpr int kMidVariant = 8;     // 64-token tiles
+inline constexpr int kLargeVariant = 12;  // 96-token tiles: one tile for most experts at 64 rows
 inline constexpr int kSmallMaxRows = 24;  // mean rows per expert up to which kSmallVariant is used
-inline constexpr int kVariantBM[kVariants] = {64, 64, 64, 64, 64, 64, 32, 32, 64, 32, 32, 64};
+inline constexpr int kMidMaxRows = 48;    // ... up to which kMidVariant is used
+inline constexpr int kVariantBM[kVariants] = {64, 64, 64, 64, 64, 64, 32, 32, 64, 32, 32, 64, 96};
 
 inline bool is_wgmma_variant(int v) {
   return v == kWgmmaVariant || v == kWgmmaVariant + 1;
 }
 // The default for `pairs` (token, expert) pairs over n_experts experts.
 inline int pick_variant(long long pairs, int n_experts) {
-  return pairs <= static_cast<long long>(kSmallMaxRows) * n_experts ? kSmallVariant : kLargeVariant;
+  if (pairs <= static_cast<long long>(kSmallMaxRows) * n_experts) return kSmallVariant;
+  return pairs <= static_cast<long long>(kMidMaxRows) * n_experts ? kMidVariant : kLargeVariant;
 }
 // Token rows per tile of variant v (0 .. kVariants - 1): the tile list of the route kernel uses it.
 inline int variant_bm(int v) {

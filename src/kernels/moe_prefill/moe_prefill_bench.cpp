@@ -93,17 +93,23 @@ void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng,
     g.variant = v;  // the tile list in the workspace is this variant's (variant_bm rows)
     g.max_tiles = moe_prefill::max_tiles_for(static_cast<size_t>(pairs), c.n_experts,
                                              moe_prefill::variant_bm(v));
-    g.blocks = gb.get(), g.scales = gs.get(), g.bias = gbias.get();
-    g.a = reinterpret_cast<const uint16_t*>(base + l.xb);
-    g.act = act, g.y = nullptr, g.weights = nullptr;
-    g.N = 2 * c.inter, g.K = c.hidden;
-    ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_gate_up(g, 0); }, iters);
-    line("gate_up GEMM + SwiGLU" + tag, gu_flop, gu_bytes, ms, copy_gbs);
-    g.blocks = db.get(), g.scales = ds.get(), g.bias = dbias.get();
-    g.a = act, g.act = nullptr, g.y = reinterpret_cast<float*>(base + l.y);
-    g.weights = w.get(), g.N = c.hidden, g.K = c.inter;
-    ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_down(g, 0); }, iters);
-    line("down GEMM (+bias, x weight)" + tag, dn_flop, dn_bytes, ms, copy_gbs);
+    // Transposed variants: both grid orders (the library uses cols_first = true).
+    for (const bool cf : {true, false}) {
+      if (!cf && v < moe_prefill::kTransVariant) break;
+      const std::string o = v < moe_prefill::kTransVariant ? "" : cf ? " cols" : " tiles";
+      g.cols_first = cf;
+      g.blocks = gb.get(), g.scales = gs.get(), g.bias = gbias.get();
+      g.a = reinterpret_cast<const uint16_t*>(base + l.xb);
+      g.act = act, g.y = nullptr, g.weights = nullptr;
+      g.N = 2 * c.inter, g.K = c.hidden;
+      ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_gate_up(g, 0); }, iters);
+      line("gate_up GEMM + SwiGLU" + tag + o, gu_flop, gu_bytes, ms, copy_gbs);
+      g.blocks = db.get(), g.scales = ds.get(), g.bias = dbias.get();
+      g.a = act, g.act = nullptr, g.y = reinterpret_cast<float*>(base + l.y);
+      g.weights = w.get(), g.N = c.hidden, g.K = c.inter;
+      ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_down(g, 0); }, iters);
+      line("down GEMM (+bias, x weight)" + tag + o, dn_flop, dn_bytes, ms, copy_gbs);
+    }
   }
 }
 

@@ -207,15 +207,22 @@ TEST(MoePrefill, WgmmaVariantsMatchFp64) {
   check_cases(true, v);
 }
 
-// The default: transposed mma.sync, 32-token tiles while experts get few rows on average, 64 above.
+// The default: transposed mma.sync, 32-token tiles while experts get few rows on average, 64
+// up to 48 rows, 96 above.
 TEST(MoePrefill, DefaultVariantFollowsRowsPerExpert) {
   using moe_prefill::pick_variant;
   EXPECT_EQ(pick_variant(512 * 4, 128), moe_prefill::kSmallVariant);   // 16 rows per expert
   EXPECT_EQ(pick_variant(128 * 4, 32), moe_prefill::kSmallVariant);    // 16
+  EXPECT_EQ(pick_variant(768 * 4, 128), moe_prefill::kSmallVariant);   // 24
+  EXPECT_EQ(pick_variant(769 * 4, 128), moe_prefill::kMidVariant);     // 24.03
+  EXPECT_EQ(pick_variant(1024 * 4, 128), moe_prefill::kMidVariant);    // 32
+  EXPECT_EQ(pick_variant(1536 * 4, 128), moe_prefill::kMidVariant);    // 48
+  EXPECT_EQ(pick_variant(1537 * 4, 128), moe_prefill::kLargeVariant);  // 48.03
   EXPECT_EQ(pick_variant(2048 * 4, 128), moe_prefill::kLargeVariant);  // 64
   EXPECT_EQ(pick_variant(512 * 4, 32), moe_prefill::kLargeVariant);    // 64
   EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kSmallVariant), 32);
-  EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kLargeVariant), 64);
+  EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kMidVariant), 64);
+  EXPECT_EQ(moe_prefill::variant_bm(moe_prefill::kLargeVariant), 96);
   for (int v = 0; v < moe_prefill::kVariants; ++v) {
     EXPECT_GE(moe_prefill::variant_bm(v), moe_prefill::kMinBM) << v;  // the tile list's bound
   }

@@ -1,19 +1,22 @@
-// Transposed mma.sync variants (GemmArgs::variant 7..11, the defaults 8 and 10; kernels.h) of the
-// grouped MXFP4 GEMMs: the block
-// computes D^T [weight rows x tokens] = W x X^T with mma.sync m16n8k16, the decoded weights as
-// operand A (m16: 16 weight rows) and the tile's tokens as operand B (n8: 8 tokens). Against the
-// gemm.cu variants (tokens as A) this
+// Transposed mma.sync variants (GemmArgs::variant 7..12, the defaults 8, 10 and 12; kernels.h) of
+// the grouped MXFP4 GEMMs: the block computes D^T [weight rows x tokens] = W x X^T with mma.sync
+// m16n8k16, the decoded weights as operand A (m16: 16 weight rows) and the tile's tokens as operand
+// B (n8: 8 tokens). Against the gemm.cu variants (tokens as A) this
 //  * needs no register moves to build the A fragments: the decode writes a0..a3 directly and one
 //    16-byte activation load gives b0/b1 of both MMAs of an MX block in consecutive registers;
 //  * wastes less at few tokens per expert: n8 granularity (NT = ceil(rows / 8) fragments, a
 //    template parameter, so the inner loops carry no row branches) instead of m16.
-// Block: 4 warps x 16 MT weight rows (MT m16 tiles each) = BN 64 MT, BM tokens (32 or 64), K
-// stages of KBS MX blocks through a kStages-deep cp.async ring, same smem layouts as gemm.cu:
+// Block: W warps (4 in every variant; TCfg takes 8 too) x 16 MT weight rows (MT m16 tiles each)
+// = BN 16 MT W, BM tokens (32, 64 or 96), K stages of KBS MX blocks through a kStages-deep cp.async
+// ring, same smem layouts as gemm.cu:
 //   activations: [BM tokens][4 KBS chunks of 16 B], chunk c of row r at c ^ ((r & 1) << 2);
 //   weights: [BN rows][KBS x 16 B] padded by 16 B; gate_up stores physical row 2i + u of each
 //            16 at smem row i + 8u, so that a thread's A rows g and g + 8 are gate and up of the
 //            same output;
 //   scales: [BN rows][K/32] for the whole K, copied once per tile (physical row order).
+// Grid: x = column blocks of N, y = tiles (GemmArgs::cols_first, the default): the blocks resident
+// at one time cover a few tiles completely, so their activations stay in L2 and each expert's
+// weights stream contiguously; with tiles along x, down re-read `act` from DRAM per column block.
 // All stages but the last are full (every MX block inside K): their copies carry no zero-fill
 // predicates and their scale loads no clamp; the last stage is peeled off the K loop.
 // k order (perm8, as gemm.cu): lane (g, q) owns word q of each MX block of its rows g, g + 8, i.e.
@@ -32,14 +35,15 @@
 namespace gossamer::kern::moe_prefill {
 namespace {
 
-template <int BM, int KBS, int Stages, int MinBlocks, int MT = 2>
+template <int BM, int KBS, int Stages, int MinBlocks, int MT = 2, int Warps = 4>
 struct TCfg {
   static constexpr int kBM = BM, kKBS = KBS, kStages = Stages, kMinBlocks = MinBlocks;
   static constexpr int kMT = MT;  // m16 weight tiles per warp
-  static constexpr int kThreads = 128, kBN = 64 * MT;
+  static constexpr int kThreads = 32 * Warps, kBN = 16 * MT * Warps;
+  static constexpr int kCPR = 4 * KBS;  // 16-byte activation chunks per token per stage
   // n8 fragments in use step by kNTStep: a stage's chunks of 8 kNTStep token rows = whole threads
-  static constexpr int kNTStep = 16 / (4 * KBS) > 1 ? 16 / (4 * KBS) : 1;
-  static constexpr int kCPR = 4 * KBS;         // 16-byte activation chunks per token per stage
+  static constexpr int kNTStep = kThreads / (8 * kCPR) > 1 ? kThreads / (8 * kCPR) : 1;
+  static_assert(BM % (8 * kNTStep) == 0);
   static constexpr int kBRow = 16 * KBS + 16;  // bytes per weight row per stage (padded)
   static constexpr int kAStage = BM * 64 * KBS, kBStage = kBN * kBRow;  // bytes
   static constexpr int kAIters = BM * kCPR / kThreads;  // activation chunks per thread per stage
@@ -296,12 +300,16 @@ __device__ __forceinline__ void tdispatch(const GemmArgs& g, const TTile& t, uin
 
 template <bool kGateUp, class C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_tgemm(GemmArgs g) {
-  if (static_cast<int>(blockIdx.x) >= *g.ntiles) return;
+  // Grid order (GemmArgs::cols_first): column blocks along x, so that the blocks running at one
+  // time share a few tiles' activations in L2, or tiles along x (all tiles of one column block).
+  const int tile = static_cast<int>(g.cols_first ? blockIdx.y : blockIdx.x);
+  const int col = static_cast<int>(g.cols_first ? blockIdx.x : blockIdx.y);
+  if (tile >= *g.ntiles) return;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int2 td = g.tiles[blockIdx.x];
+  const int2 td = g.tiles[tile];
   TTile t;
   t.e = td.x, t.row0 = td.y, t.rows = min(C::kBM, g.offsets[t.e + 1] - t.row0);
-  t.n0 = blockIdx.y * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + C::kKBS - 1) / C::kKBS;
+  t.n0 = col * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + C::kKBS - 1) / C::kKBS;
   uint8_t* ssc_raw = smem + C::kStages * (C::kAStage + C::kBStage);
   auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((C::kBN * t.KB + 47) & ~15));
   for (int r = threadIdx.x; r < C::kBM; r += C::kThreads) {
@@ -337,8 +345,14 @@ Status tlaunch(const GemmArgs& g, cudaStream_t s, const char* name) {
   auto* fn = moe_prefill_tgemm<kGateUp, C>;
   GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
-  const dim3 grid(g.max_tiles, (g.N + C::kBN - 1) / C::kBN);
-  fn<<<grid, C::kThreads, smem, s>>>(g);
+  const int cols = (g.N + C::kBN - 1) / C::kBN;
+  GemmArgs a = g;  // tiles go along x when there are more than grid y allows (> ~500k tokens)
+  a.cols_first = g.cols_first && g.max_tiles <= 65535;
+  if (!a.cols_first && cols > 65535) {
+    return Unsupported(std::string(name) + ": N = " + std::to_string(g.N) + " is too large");
+  }
+  const dim3 grid = a.cols_first ? dim3(cols, a.max_tiles) : dim3(a.max_tiles, cols);
+  fn<<<grid, C::kThreads, smem, s>>>(a);
   return launch_status(name);
 }
 
@@ -355,6 +369,8 @@ Status tlaunch_variant(const GemmArgs& g, cudaStream_t s, const char* name) {
       return tlaunch<kGateUp, TCfg<32, 4, 3, 4, 1>>(g, s, name);
     case kTransVariant + 4:  // as 8 with BN 64, 4 blocks/SM
       return tlaunch<kGateUp, TCfg<64, 2, 3, 4, 1>>(g, s, name);
+    case kTransVariant + 5:  // 96 tokens, 4 warps x 2 m16 tiles (BN 128), 4-slot ring, 2/SM
+      return tlaunch<kGateUp, TCfg<96, 2, 4, 2, 2, 4>>(g, s, name);
     default:
       return InvalidArgument(std::string(name) + ": unknown variant " + std::to_string(g.variant));
   }
