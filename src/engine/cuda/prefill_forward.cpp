@@ -1,7 +1,8 @@
 // The prefill forward of gpt-oss on the GPU (forwards of >= opts.prefill_min_rows token rows):
 // the same op sequence and names as forward.cpp, with the dense projections (QKV, O, router) as
 // cuBLASLt bf16 GEMMs (bias in the epilogue, the O-projection accumulating into the residual),
-// RoPE + paged K/V write as a separate pass on the QKV GEMM output (kernels/rope_kv), and
+// RoPE + paged K/V write as a separate pass on the QKV GEMM output (kernels/rope_kv), the RMSNorms
+// writing the bf16 GEMM inputs directly, the small kernels under PDL when opts.pdl, and
 // - MoE: kernels/moe_prefill (grouped MXFP4 GEMMs) when built and opts.prefill_grouped_moe,
 //   else the decode kernels over all rows (in pieces of kMoePiece rows: their grid is rows x k);
 // - attention: kernels/flash_attn when built and opts.prefill_flash_attn, else the decode
@@ -47,18 +48,21 @@ bool split_router(const CudaModelRunner::Impl& m) {
 }
 
 // f32 activations [rows, k] -> ws.xb (bf16), and ws.xb_lo (residual) if `split`.
-Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k, bool split) {
+Status to_bf16(const CudaModelRunner::Impl& m, const float* x, int rows, int k, bool split,
+               bool pdl) {
   return kern::launch_f32_to_bf16(x, m.ws.xb, static_cast<size_t>(rows) * k, m.stream,
-                                  split ? m.ws.xb_lo : nullptr);
+                                  split ? m.ws.xb_lo : nullptr, pdl);
 }
 
-// RMSNorm of the residual stream into ws.xn (f32) and its bf16 copy ws.xb (GEMM input; + xb_lo
-// if `split`).
+// RMSNorm of the residual stream straight into the bf16 GEMM input ws.xb (+ xb_lo if `split`),
+// and into ws.xn (f32) if `f32_out` (the MoE kernels read it): one kernel, no conversion pass.
 Status norm_to_bf16(const CudaModelRunner::Impl& m, const uint16_t* w, int rows, const Dims& d,
-                    bool split) {
+                    bool split, bool f32_out) {
   const auto& ws = m.ws;
-  GS_RETURN_IF_ERROR(kern::launch_rmsnorm({ws.x, w, nullptr, ws.xn, rows, d.H, d.eps}, m.stream));
-  return to_bf16(m, ws.xn, rows, d.H, split);
+  kern::RmsNormParams p{ws.x, w, nullptr, f32_out ? ws.xn : nullptr, rows, d.H, d.eps, d.pdl};
+  p.yb = ws.xb;
+  p.yb_lo = split ? ws.xb_lo : nullptr;
+  return kern::launch_rmsnorm(p, m.stream);
 }
 
 // out[rows, n] (+)= ws.xb[rows, k] w[n, k]^T + bias; if `split` a second GEMM accumulates
@@ -109,6 +113,7 @@ Status prefill_attention_core(const CudaModelRunner::Impl& m, const cudarun::Dev
     fp.window = window;
     fp.splits = ap.splits;  // scratch is sized for rows x splits_for(rows)
     fp.scale = ap.scale;
+    fp.pdl = d.pdl;
     return kern::launch_flash_attn(fp, m.stream);
   }
 #endif
@@ -128,7 +133,7 @@ Status prefill_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   const auto& ws = m.ws;
   Range r("attention block");
   const bool split = m.opts.prefill_split_bf16;
-  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.attn_norm, rows, d, split));
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.attn_norm, rows, d, split, false));
   GS_RETURN_IF_ERROR(gemm(m, L.qkv_w, L.qkv_b, ws.qkv, rows, d.QKV, d.H, false, split));
   rp.block_table = L.sliding ? m.in.tables_sliding : m.in.tables_full;
   rp.num_blocks = static_cast<int>(L.sliding ? m.kv.num_blocks_sliding : m.kv.num_blocks_full);
@@ -136,7 +141,7 @@ Status prefill_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   rp.v_cache = L.v;
   GS_RETURN_IF_ERROR(kern::launch_rope_kv(rp, m.stream));
   GS_RETURN_IF_ERROR(prefill_attention_core(m, L, rows, d, ap));
-  GS_RETURN_IF_ERROR(to_bf16(m, ws.attn, rows, d.QD, split));
+  GS_RETURN_IF_ERROR(to_bf16(m, ws.attn, rows, d.QD, split, d.pdl));
   return gemm(m, L.o_w, L.o_b, ws.x, rows, d.H, d.QD, true, split);
 }
 
@@ -155,10 +160,10 @@ Status prefill_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
   const auto& ws = m.ws;
   Range r("moe block");
   const bool split = split_router(m);
-  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.mlp_norm, rows, d, split));
+  GS_RETURN_IF_ERROR(norm_to_bf16(m, L.mlp_norm, rows, d, split, true));
   GS_RETURN_IF_ERROR(gemm(m, L.router_w, L.router_b, ws.router, rows, d.E, d.H, false, split));
   GS_RETURN_IF_ERROR(
-      kern::launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K}, m.stream));
+      kern::launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K, d.pdl}, m.stream));
 #ifdef GOSSAMER_HAVE_MOE_PREFILL
   if (m.opts.prefill_grouped_moe) {
     kern::MoePrefillParams mp;
@@ -214,7 +219,7 @@ Status CudaModelRunner::Impl::init_prefill() {
 Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows, bool feedback) {
   using namespace kern;
   if (!gemm) return Internal("cuda runner: prefill path used without init_prefill");
-  const Dims d(cfg);
+  const Dims d(cfg, opts.pdl);  // PDL (opts.pdl) for the small kernels between the GEMMs
   cudaStream_t s = stream;
   Range fwd("prefill forward");
   GS_RETURN_IF_ERROR(launch_embed({embed, in.tokens, ws.x, nullptr, rows, d.V, d.H}, s));
@@ -231,6 +236,7 @@ Status CudaModelRunner::Impl::enqueue_prefill(int rows, int logit_rows, bool fee
   rp.max_blocks = max_blocks;
   for (int i = 0; i < 32; ++i) rp.inv_freq[i] = rope.inv_freq[i];
   rp.rope_scale = static_cast<float>(rope.attention_scaling);
+  rp.pdl = d.pdl;
   AttnParams ap = cudarun::decode_attn_params(*this, rows, d);
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
@@ -256,7 +262,7 @@ std::string CudaModelRunner::prefill_path() const {
               ? " (split bf16 hi+lo activations: 2 GEMMs each)"
               : (m.opts.prefill_split_router ? " (router GEMM on split bf16 hi+lo activations)"
                                              : "")) +
-         ": rmsnorm_f32a_bf16w + cvt_f32_bf16 | cuBLASLt bf16 GEMM QKV (+bias) | "
+         ": rmsnorm_f32a_bf16w (bf16 out) | cuBLASLt bf16 GEMM QKV (+bias) | "
          "rope_kv_f32 | " +
          (flash ? std::string("flash_attn_paged_bf16kv_f32q")
                 : std::string("attn_decode_split_bf16kv_f32q (decode fallback)")) +

@@ -117,7 +117,7 @@ TEST(Gemm, F32ToBf16RoundsToNearestEven) {
   DevBuf<uint16_t> dhi(x.size()), dlo(x.size());
   dhi.poison();
   dlo.poison();
-  ASSERT_TRUE(launch_f32_to_bf16(dx.get(), dhi.get(), x.size(), 0, dlo.get()).ok());
+  ASSERT_TRUE(launch_f32_to_bf16(dx.get(), dhi.get(), x.size(), 0, dlo.get(), true).ok());  // PDL
   const auto hi = dhi.download(), lo = dlo.download();
   double worst = 0;
   for (size_t i = 1; i < x.size(); ++i) {

@@ -49,9 +49,10 @@ class GemmContext {
 // Kernel cvt_f32_bf16: y[i] = bf16_rne(x[i]) for i < n (n % 4 == 0, 16-byte aligned x).
 // With lo != null (split mode): y[i] = hi = bf16_rne(x[i]) and lo[i] = bf16_rne(x[i] - hi), so
 // hi + lo carries ~16 significant bits: two GEMMs (hi, then lo accumulated) give near-fp32
-// activations at twice the GEMM cost (CudaRunnerOptions::prefill_split_bf16).
+// activations at twice the GEMM cost (CudaRunnerOptions::prefill_split_bf16). `pdl`: launched
+// with programmatic dependent launch (common/pdl.h; x is read after pdl_wait()).
 Status launch_f32_to_bf16(const float* x, uint16_t* y, size_t n, cudaStream_t stream,
-                          uint16_t* lo = nullptr);
+                          uint16_t* lo = nullptr, bool pdl = false);
 
 // fp64 reference: a [m, k] bf16, w [n, k] bf16, bias [n] (may be empty), d0 [m, n] initial d
 // for accumulate (may be empty) -> d [m, n].

@@ -1,5 +1,7 @@
-// rmsnorm_f32a_bf16w: one 256-thread block per row; each thread strides over float4 chunks,
-// block-reduces the sum of squares (warp shuffles + 8-entry smem), then scales.
+// rmsnorm_f32a_bf16w: one 256-thread block per row; each thread strides over float4 chunks (kept
+// in registers for dim <= 4096, else read twice), block-reduces the sum of squares (warp shuffles +
+// 8-entry smem), then scales and stores f32 and/or bf16 (hi, and lo = bf16(y - hi) in split mode)
+// copies of the same float4.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
 #include "kernels/common/pdl.cuh"
@@ -10,21 +12,59 @@ namespace gossamer::kern {
 namespace {
 
 constexpr int kThreads = 256;
+
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  return f32_to_bf16(a) | (static_cast<uint32_t>(f32_to_bf16(b)) << 16);
+}
+__device__ __forceinline__ float rest(float v) {  // v - bf16_rne(v)
+  return v - __uint_as_float(static_cast<uint32_t>(f32_to_bf16(v)) << 16);
+}
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block must be whole warps");
 
+constexpr int kRegF4 = 4;  // rows of <= kThreads * kRegF4 float4 (dim <= 4096) stay in registers
+
+__device__ __forceinline__ float sumsq(const float4& v) {
+  return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+}
+
+// Scales float4 i of the row and stores it as f32 and/or bf16 (hi, lo).
+__device__ __forceinline__ void emit(const RmsNormParams& p, size_t o, int i, const float4& v,
+                                     float inv) {
+  const uint2 ww = reinterpret_cast<const uint2*>(p.w)[i];  // 4 bf16
+  const float4 r = make_float4(v.x * inv * bf16_lo(ww.x), v.y * inv * bf16_hi(ww.x),
+                               v.z * inv * bf16_lo(ww.y), v.w * inv * bf16_hi(ww.y));
+  if (p.y) reinterpret_cast<float4*>(p.y + o)[i] = r;
+  if (p.yb) reinterpret_cast<uint2*>(p.yb + o)[i] = make_uint2(pack2(r.x, r.y), pack2(r.z, r.w));
+  if (p.yb_lo) {
+    reinterpret_cast<uint2*>(p.yb_lo + o)[i] =
+        make_uint2(pack2(rest(r.x), rest(r.y)), pack2(rest(r.z), rest(r.w)));
+  }
+}
+
+// Thread t owns float4 t, t + 256, ... of the row; it sums their squares in that order either way
+// (registers or re-read), so both paths give the same bits.
 __global__ void __launch_bounds__(kThreads) rmsnorm_f32a_bf16w(RmsNormParams p) {
   const int row = blockIdx.x;
   pdl_wait();  // x and rows_index come from earlier kernels / the step's upload
   pdl_trigger();
   const int src = p.rows_index ? p.rows_index[row] : row;
   const float4* x = reinterpret_cast<const float4*>(p.x + static_cast<size_t>(src) * p.dim);
-  const uint2* w = reinterpret_cast<const uint2*>(p.w);  // 4 bf16 per uint2
-  float4* y = reinterpret_cast<float4*>(p.y + static_cast<size_t>(row) * p.dim);
+  const size_t o = static_cast<size_t>(row) * p.dim;
   const int n4 = p.dim / 4;
+  const bool in_regs = n4 <= kThreads * kRegF4;
+  float4 v[kRegF4];
   float ss = 0.f;
-  for (int i = threadIdx.x; i < n4; i += kThreads) {
-    const float4 v = x[i];
-    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  if (in_regs) {
+#pragma unroll
+    for (int j = 0; j < kRegF4; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      v[j] = i < n4 ? x[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int j = 0; j < kRegF4; ++j)
+      if (threadIdx.x + j * kThreads < n4) ss += sumsq(v[j]);
+  } else {
+    for (int i = threadIdx.x; i < n4; i += kThreads) ss += sumsq(x[i]);
   }
   __shared__ float part[kThreads / 32];
   ss = warp_sum(ss);
@@ -34,11 +74,14 @@ __global__ void __launch_bounds__(kThreads) rmsnorm_f32a_bf16w(RmsNormParams p) 
 #pragma unroll
   for (int i = 0; i < kThreads / 32; ++i) tot += part[i];
   const float inv = rsqrtf(tot / static_cast<float>(p.dim) + p.eps);
-  for (int i = threadIdx.x; i < n4; i += kThreads) {
-    const float4 v = x[i];
-    const uint2 ww = w[i];
-    y[i] = make_float4(v.x * inv * bf16_lo(ww.x), v.y * inv * bf16_hi(ww.x),
-                       v.z * inv * bf16_lo(ww.y), v.w * inv * bf16_hi(ww.y));
+  if (in_regs) {
+#pragma unroll
+    for (int j = 0; j < kRegF4; ++j) {
+      const int i = threadIdx.x + j * kThreads;
+      if (i < n4) emit(p, o, i, v[j], inv);
+    }
+  } else {
+    for (int i = threadIdx.x; i < n4; i += kThreads) emit(p, o, i, x[i], inv);
   }
 }
 

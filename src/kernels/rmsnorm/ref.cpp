@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "common/numerics.h"
@@ -7,7 +8,10 @@
 namespace gossamer::kern {
 
 Status RmsNormParams::validate() const {
-  if (!x || !w || !y) return InvalidArgument("rmsnorm: null x, w or y");
+  if (!x || !w || (!y && !yb)) return InvalidArgument("rmsnorm: null x, w or both y and yb");
+  if (yb_lo && !yb) return InvalidArgument("rmsnorm: yb_lo needs yb");
+  if ((reinterpret_cast<uintptr_t>(yb) | reinterpret_cast<uintptr_t>(yb_lo)) % 8 != 0)
+    return InvalidArgument("rmsnorm: yb and yb_lo must be 8-byte aligned");
   if (rows <= 0 || dim <= 0) {
     return InvalidArgument("rmsnorm: rows and dim must be > 0, got " + std::to_string(rows) +
                            " x " + std::to_string(dim));

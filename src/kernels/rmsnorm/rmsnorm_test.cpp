@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "common/numerics.h"
 #include "kernels/common/testing.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/params.h"
@@ -27,6 +28,52 @@ TEST(RmsNorm, MatchesFp64Reference) {
     std::printf("rmsnorm %-28s rel_err %.3g\n", c.name, err);
     EXPECT_LT(err, 1e-6) << c.name;
   }
+}
+
+// The prefill's fused bf16 outputs: yb must equal the host RNE conversion of the f32 output of
+// the same launch bit for bit, hi + lo must be near fp32, and bf16-only (y = null) must give the
+// same bits; all checked against the fp64 reference too.
+TEST(RmsNorm, Bf16OutputsMatchF32AndReference) {
+  std::mt19937_64 rng(testing::fresh_seed("rmsnorm bf16"));
+  const int rows = 37, dim = 2880;
+  const size_t n = static_cast<size_t>(rows) * dim;
+  auto x = testing::rand_f32(rng, n, -4.f, 4.f);
+  auto w = testing::rand_bf16(rng, dim, -2.f, 2.f);
+  DevBuf<float> dx(n), dy(n);
+  DevBuf<uint16_t> dw(dim), dhi(n), dlo(n), dhi2(n);
+  dx.upload(x);
+  dw.upload(w);
+  dy.poison();
+  dhi.poison();
+  dlo.poison();
+  dhi2.poison();
+  RmsNormParams p{dx.get(), dw.get(), nullptr, dy.get(), rows, dim, 1e-5f};
+  p.yb = dhi.get();
+  p.yb_lo = dlo.get();
+  ASSERT_TRUE(launch_rmsnorm(p, 0).ok());
+  RmsNormParams p2{dx.get(), dw.get(), nullptr, nullptr, rows, dim, 1e-5f};
+  p2.yb = dhi2.get();
+  ASSERT_TRUE(launch_rmsnorm(p2, 0).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = dy.download();
+  const auto hi = dhi.download(), lo = dlo.download(), hi2 = dhi2.download();
+  const auto ref = rmsnorm_ref(x, w, rows, dim, 1e-5f);
+  size_t mism = 0;
+  std::vector<float> hi_f(n), sum_f(n);
+  for (size_t i = 0; i < n; ++i) {
+    mism += hi[i] != float_to_bf16(y[i]) || hi2[i] != hi[i] ||
+            lo[i] != float_to_bf16(y[i] - bf16_to_float(hi[i]));
+    hi_f[i] = bf16_to_float(hi[i]);
+    sum_f[i] = hi_f[i] + bf16_to_float(lo[i]);
+  }
+  const double e_y = testing::rel_err(y, ref), e_hi = testing::rel_err(hi_f, ref),
+               e_sum = testing::rel_err(sum_f, ref);
+  std::printf("rmsnorm bf16 %dx%d: f32 %.3g, bf16 %.3g, hi+lo %.3g rel_err; %zu bit mismatches\n",
+              rows, dim, e_y, e_hi, e_sum, mism);
+  EXPECT_EQ(mism, 0u);
+  EXPECT_LT(e_y, 1e-6);
+  EXPECT_LT(e_hi, 4e-3);   // bf16: <= 2^-9 per element
+  EXPECT_LT(e_sum, 2e-5);  // ~16 significant bits
 }
 
 TEST(RmsNorm, GathersRows) {
@@ -60,6 +107,13 @@ TEST(RmsNorm, RejectsBadParams) {
   const Status s = p.validate();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("multiple of 4"), std::string::npos) << s.message();
+  p = RmsNormParams{&f, &w, nullptr, nullptr, 1, 4, 1e-5f};
+  EXPECT_FALSE(p.validate().ok());  // neither y nor yb
+  p.yb_lo = &w;
+  p.y = &f;
+  const Status s2 = p.validate();
+  EXPECT_FALSE(s2.ok());
+  EXPECT_NE(s2.message().find("yb_lo needs yb"), std::string::npos) << s2.message();
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 // in fp64 (range-reduced, as qkv_rope: fp32 loses ~1e-2 rad at pos ~1e5) and leave cos/sin
 // (scaled) in shared memory; then thread t handles pairs idx = t, t + 256, ... over
 // (unit = idx / 32, i = idx % 32): consecutive threads read consecutive floats of a head half.
+// Under PDL the angles (pos is the step's upload, never written by a kernel: pdl.h rule 1) are
+// formed before pdl_wait(), while the QKV GEMM drains.
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
 #include "kernels/rope_kv/params.h"
 
 namespace gossamer::kern {
@@ -23,6 +27,8 @@ __global__ void __launch_bounds__(kThreads) rope_kv_f32(RopeKvParams p) {
     cs[i] = c * p.rope_scale;
     sn[i] = s * p.rope_scale;
   }
+  pdl_wait();  // qkv comes from the QKV GEMM; the K/V cache may still be read by attention
+  pdl_trigger();
   __syncthreads();
   const int seq = p.row_seq ? p.row_seq[r] : r;
   const int blk = p.block_table[static_cast<size_t>(seq) * p.max_blocks + pos / p.block_size];
@@ -64,8 +70,7 @@ __global__ void __launch_bounds__(kThreads) rope_kv_f32(RopeKvParams p) {
 
 Status launch_rope_kv(const RopeKvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  rope_kv_f32<<<p.rows, kThreads, 0, s>>>(p);
-  return launch_status("rope_kv_f32");
+  return launch_pdl(p.pdl, "rope_kv_f32", rope_kv_f32, dim3(p.rows), dim3(kThreads), 0, s, p);
 }
 
 }  // namespace gossamer::kern

@@ -30,6 +30,7 @@ struct RopeKvParams {
   int block_size = 16, max_blocks = 0, num_blocks = 0;
   double inv_freq[32] = {};
   float rope_scale = 1.f;
+  bool pdl = false;  // programmatic dependent launch (common/pdl.h); angles formed before the wait
   Status validate() const;
 };
 

@@ -116,6 +116,7 @@ TEST(RopeKv, MatchesFp64ReferenceAndWritesOnlyItsSlots) {
     p.q_bf16 = dqb.get();
     p.k_cache = dk.get();
     p.v_cache = dv.get();
+    p.pdl = (&c - kRopeKvCases) % 2 == 1;  // both launch paths (PDL: angles before the wait)
     ASSERT_TRUE(launch_rope_kv(p, 0).ok()) << c.name;
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     std::vector<double> kref, vref;
