@@ -46,7 +46,6 @@ struct ServeArgs {
   int threads = 0;
   bool no_prefix_caching = false;
   bool prefill_split_bf16 = false;  // --backend cuda: ~fp32 prefill GEMM activations
-  bool fuse_oproj_router = false;   // --backend cuda: CudaRunnerOptions::fuse_oproj_router
 };
 
 struct Backend {
@@ -121,7 +120,6 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
     // prefill path's GEMMs want many rows; docs/prefill.md).
     o.max_step_tokens = std::clamp<int64_t>(a.max_num_batched_tokens, 1, 16384);
     o.prefill_split_bf16 = a.prefill_split_bf16;
-    o.fuse_oproj_router = a.fuse_oproj_router;
     o.progress = true;
     GS_ASSIGN_OR_RETURN(b.runner, CudaModelRunner::create(*model, o));
     return b;
@@ -250,9 +248,6 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable prefix caching");
-  cmd->add_flag("--fuse-oproj-router", args->fuse_oproj_router,
-                "--backend cuda: decode O-projection + MoE router in one kernel "
-                "(docs/decode-overhead.md)");
   cmd->add_flag("--prefill-split-bf16", args->prefill_split_bf16,
                 "--backend cuda: prefill GEMM activations as bf16 hi + lo (~fp32 accuracy, "
                 "~8% slower prefill; docs/prefill.md)");

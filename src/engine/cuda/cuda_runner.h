@@ -44,11 +44,6 @@ struct CudaRunnerOptions {
   // Programmatic dependent launch between the decode kernels that support it
   // (kernels/common/pdl.h, docs/decode-overhead.md); false: plain stream order.
   bool pdl = true;
-  // Decode batches of <= 4 rows: O-projection + MoE norm + router + top-k in one kernel with a
-  // grid barrier (kernels/router/oproj_router.h, docs/decode-overhead.md section 4); falls back
-  // to gemv + norm_router_topk where the grid is not co-resident. Off: measured 3% slower on the
-  // H100 (120b and 20b, docs/decode-overhead.md section 4).
-  bool fuse_oproj_router = false;
   // Sample kLast rows on the GPU when the scheduler asks (SeqChunk::sampling; sampling.cpp):
   // only tokens and logprobs come back, not the logits rows. false: samples_on_device() is false.
   bool device_sampling = true;

@@ -8,7 +8,6 @@
 #include "engine/cuda/uploader.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/router/oproj_router.h"
 
 namespace gossamer {
 
@@ -98,8 +97,6 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_ASSIGN_OR_RETURN(w.attn_tickets, alloc_n<int32_t>(R_max * kvh, "attention tickets"));
   GS_CUDA_RETURN(cudaMemset(w.attn_tickets, 0, R_max * kvh * sizeof(int32_t)));
   GS_ASSIGN_OR_RETURN(w.router, alloc_n<float>(R_max * E, "router logits"));
-  GS_ASSIGN_OR_RETURN(w.oproj_sync, alloc_n<unsigned>(kern::kOprojRouterSyncWords, "oproj sync"));
-  GS_CUDA_RETURN(cudaMemset(w.oproj_sync, 0, kern::kOprojRouterSyncWords * sizeof(unsigned)));
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
   GS_ASSIGN_OR_RETURN(w.act, alloc_n<float>(R_max * K * I, "expert activations"));

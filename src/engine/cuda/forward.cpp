@@ -13,7 +13,6 @@
 #include "kernels/moe/params.h"
 #include "kernels/qkv_rope/params.h"
 #include "kernels/rmsnorm/params.h"
-#include "kernels/router/oproj_router.h"
 #include "kernels/router/params.h"
 #include "kernels/sample/params.h"
 
@@ -24,45 +23,9 @@ namespace {
 using cudarun::Dims;
 using cudarun::Range;
 
-// O-proj + residual fused with the MoE norm, router GEMV and top-k (kernels/router/
-// oproj_router.h; CudaRunnerOptions::fuse_oproj_router): ws.x += W_o attn + b_o, then xn,
-// router logits (ws.router), ids and routing weights, as gemv + norm_router_topk.
-kern::OprojRouterParams oproj_router_params(const CudaModelRunner::Impl& m,
-                                            const cudarun::DevLayer& L, int rows, const Dims& d) {
-  kern::OprojRouterParams p;
-  p.wo = L.o_w;
-  p.bo = L.o_b;
-  p.attn = m.ws.attn;
-  p.x = m.ws.x;
-  p.norm_w = L.mlp_norm;
-  p.router_w = L.router_w;
-  p.router_b = L.router_b;
-  p.xn = m.ws.xn;
-  p.logits = m.ws.router;
-  p.ids = m.ws.ids;
-  p.weights = m.ws.rw;
-  p.sync = m.ws.oproj_sync;
-  p.batch = rows;
-  p.hidden = d.H;
-  p.qd = d.QD;
-  p.n_experts = d.E;
-  p.k = d.K;
-  p.eps = d.eps;
-  p.pdl = d.pdl;
-  return p;
-}
-
-// Whether this forward uses oproj_router: the option, a sync buffer, and a supported shape whose
-// grid is co-resident (the same for every layer, so layer 0 decides).
-Result<bool> use_oproj_router(const CudaModelRunner::Impl& m, int rows, const Dims& d) {
-  if (!m.opts.fuse_oproj_router || m.ws.oproj_sync == nullptr || m.layers.empty()) return false;
-  return kern::oproj_router_supported(oproj_router_params(m, m.layers[0], rows, d));
-}
-
-// Attention half of a layer: fused norm + QKV/RoPE/KV write, split attention, O-proj + residual
-// (with `fused`: also the MoE norm + router + top-k, see oproj_router_params).
+// Attention half of a layer: fused norm + QKV/RoPE/KV write, split attention, O-proj + residual.
 Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
-                         const Dims& d, kern::QkvRopeParams& qp, kern::AttnParams& ap, bool fused) {
+                         const Dims& d, kern::QkvRopeParams& qp, kern::AttnParams& ap) {
   using namespace kern;
   const auto& ws = m.ws;
   cudaStream_t s = m.stream;
@@ -90,22 +53,17 @@ Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   ap.splits = L.sliding ? std::min(m.splits_for(rows), std::max(1, (ap.window + 63) / 64))
                         : m.splits_for(rows);
   GS_RETURN_IF_ERROR(launch_attention(ap, s));
-  if (fused) return launch_oproj_router(oproj_router_params(m, L, rows, d), s);
   return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr, d.pdl}, s);
 }
 
-// MoE half of a layer: norm, router GEMV + top-k (unless `routed`: done by oproj_router),
-// gate_up + SwiGLU, down + weighted residual.
+// MoE half of a layer: norm, router GEMV + top-k, gate_up + SwiGLU, down + weighted residual.
 Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
-                   const Dims& d, bool routed) {
+                   const Dims& d) {
   using namespace kern;
   const auto& ws = m.ws;
   cudaStream_t s = m.stream;
   Range r("moe block");
-  if (routed) {
-    // ids / weights come from oproj_router, the kernel right before gate_up: the
-    // MoeDownParams::pdl argument holds unchanged (docs/decode-overhead.md, section 4).
-  } else if (use_norm_router(d.E)) {  // one fused kernel: norm (writes xn), router GEMV, top-k
+  if (use_norm_router(d.E)) {  // one fused kernel: norm (writes xn), router GEMV, top-k
     GS_RETURN_IF_ERROR(
         launch_norm_router_topk({ws.x, L.mlp_norm, L.router_w, L.router_b, ws.xn, nullptr, ws.ids,
                                  ws.rw, rows, d.H, d.E, d.K, d.eps, d.pdl},
@@ -144,11 +102,10 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   qp.rope_scale = static_cast<float>(rope.attention_scaling);
   qp.pdl = d.pdl;
   AttnParams ap = cudarun::decode_attn_params(*this, rows, d);
-  GS_ASSIGN_OR_RETURN(const bool fused, use_oproj_router(*this, rows, d));
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
-    GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap, fused));
-    GS_RETURN_IF_ERROR(enqueue_moe(*this, L, rows, d, fused));
+    GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap));
+    GS_RETURN_IF_ERROR(enqueue_moe(*this, L, rows, d));
   }
   if (logit_rows == 0) return Status::Ok();
   return cudarun::enqueue_lm_head(*this, logit_rows, feedback, d);

@@ -56,7 +56,6 @@ struct Workspace {
   float* part_ml = nullptr;            // [max R*splits, nh, 2]
   int32_t* attn_tickets = nullptr;     // [R_max, kvh] zero; decode attention re-zeroes them
   float* router = nullptr;             // [R_max, E]
-  unsigned* oproj_sync = nullptr;      // [kOprojRouterSyncWords] zero; oproj_router keeps it zero
   int32_t* ids = nullptr;              // [R_max, k]
   float* rw = nullptr;                 // [R_max, k]
   float* act = nullptr;                // [R_max, k, I]

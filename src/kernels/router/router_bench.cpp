@@ -9,7 +9,6 @@
 #include "kernels/gemv/params.h"
 #include "kernels/rmsnorm/params.h"
 #include "kernels/router/cases.h"
-#include "kernels/router/oproj_router.h"
 #include "kernels/router/params.h"
 
 namespace {
@@ -42,76 +41,6 @@ double graph_ms(cudaStream_t s, const std::function<bool(cudaStream_t)>& layer) 
   cudaGraphExecDestroy(e);
   cudaGraphDestroy(g);
   return ms / iters;
-}
-
-// O-proj (+ residual) + routing per layer: gemv + norm_router_topk (2 kernels) against the fused
-// oproj_router (1 kernel), PDL on, zero inputs (timing only).
-void bench_oproj_router(cudaStream_t s) {
-  struct C {
-    const char* name;
-    int batch, hidden, qd, e, k;
-  };
-  const C cases[] = {{"120b b1", 1, 2880, 4096, 128, 4},
-                     {"20b b1", 1, 2880, 4096, 32, 4},
-                     {"120b b4", 4, 2880, 4096, 128, 4}};
-  std::printf("O-proj + routing per layer (graph of %d layers, PDL on, us per layer)\n", kLayers);
-  for (const auto& c : cases) {
-    const size_t xs = static_cast<size_t>(c.batch) * c.hidden;
-    testing::DevBuf<float> x(xs), xn(xs), attn(static_cast<size_t>(c.batch) * c.qd), bo(c.hidden),
-        logits(static_cast<size_t>(c.batch) * c.e), bias(c.e),
-        wts(static_cast<size_t>(c.batch) * c.k);
-    testing::DevBuf<uint16_t> g(c.hidden), w(static_cast<size_t>(c.e) * c.hidden),
-        wo(static_cast<size_t>(c.hidden) * c.qd);
-    testing::DevBuf<int32_t> ids(static_cast<size_t>(c.batch) * c.k);
-    testing::DevBuf<unsigned> sync(kOprojRouterSyncWords);
-    cudaMemset(bo.get(), 0, bo.bytes());
-    cudaMemset(bias.get(), 0, bias.bytes());
-    cudaMemset(x.get(), 0, x.bytes());
-    cudaMemset(attn.get(), 0, attn.bytes());
-    cudaMemset(wo.get(), 0, wo.bytes());
-    cudaMemset(w.get(), 0, w.bytes());
-    cudaMemset(g.get(), 0, g.bytes());
-    cudaMemset(sync.get(), 0, sync.bytes());
-    const double t2 = graph_ms(s, [&](cudaStream_t st) {
-      return launch_gemv({wo.get(), bo.get(), attn.get(), x.get(), c.hidden, c.qd, c.batch,
-                          c.hidden, true, nullptr, true},
-                         st)
-                 .ok() &&
-             launch_norm_router_topk(
-                 {x.get(), g.get(), w.get(), bias.get(), xn.get(), nullptr, ids.get(), wts.get(),
-                  c.batch, c.hidden, c.e, c.k, 1e-5f, true, 0},
-                 st)
-                 .ok();
-    });
-    const double t0 = graph_ms(s, [&](cudaStream_t st) {
-      return launch_gemv({wo.get(), bo.get(), attn.get(), x.get(), c.hidden, c.qd, c.batch,
-                          c.hidden, true, nullptr, true},
-                         st)
-          .ok();
-    });
-    OprojRouterParams p;
-    p.wo = wo.get();
-    p.bo = bo.get();
-    p.attn = attn.get();
-    p.x = x.get();
-    p.norm_w = g.get();
-    p.router_w = w.get();
-    p.router_b = bias.get();
-    p.xn = xn.get();
-    p.logits = logits.get();
-    p.ids = ids.get();
-    p.weights = wts.get();
-    p.sync = sync.get();
-    p.batch = c.batch;
-    p.hidden = c.hidden;
-    p.qd = c.qd;
-    p.n_experts = c.e;
-    p.k = c.k;
-    p.pdl = true;
-    const double t1 = graph_ms(s, [&](cudaStream_t st) { return launch_oproj_router(p, st).ok(); });
-    std::printf("%-10s gemv only %7.2f   gemv+norm_router_topk %7.2f   oproj_router %7.2f us\n",
-                c.name, 1e3 * t0 / kLayers, 1e3 * t2 / kLayers, 1e3 * t1 / kLayers);
-  }
 }
 
 }  // namespace
@@ -158,7 +87,6 @@ int main() {
       std::printf("\n");
     }
   }
-  bench_oproj_router(s);
   cudaStreamDestroy(s);
   return 0;
 }
