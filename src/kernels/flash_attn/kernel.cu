@@ -40,17 +40,6 @@ __device__ __forceinline__ float ex2_ftz(float x) {
   return y;
 }
 
-// 2^x (x <= 0) on the FMA/ALU pipes only (unloads the MUFU): x = j + f, j = round(x) via the
-// 1.5 * 2^23 shift trick, 2^f on [-0.5, 0.5] by a degree-3 fit (relative error 7.5e-5, well
-// below bf16's 2^-9), j added to the exponent field (LEA). x clamped at -126 (-inf -> ~1e-38).
-__device__ __forceinline__ float ex2_poly(float x) {
-  constexpr float kShift = 12582912.f;  // 1.5 * 2^23: t's low mantissa bits hold round(x)
-  x = fmaxf(x, -126.f);
-  const float t = __fadd_rn(x, kShift), f = __fsub_rn(x, __fsub_rn(t, kShift));
-  const float p = fmaf(fmaf(fmaf(0.05517167f, f, 0.24261115f), f, 0.69326097f), f, 0.99992806f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // Per-thread view of its two query rows (g and g + 8 of the warp's 16) within one segment.
 struct Rows {
   int lo[2], pos[2];  // attended key range; inactive rows: [-kFar, kFar] (never masked)
@@ -127,8 +116,7 @@ __device__ __forceinline__ void qk_tile(const Frags<W, PRECISE>& f, uint32_t kb,
 
 // Masks s against the rows' key ranges (when the tile crosses one), updates the running max and
 // sums, rescales O and turns s into probabilities (exp2 units: scores * c, c = scale * log2e).
-// POLY (FAST only): the first POLY of the 8 n-blocks take exp2 from ex2_poly instead of the MUFU.
-template <int W, bool PRECISE, bool FAST, int POLY = 0>
+template <int W, bool PRECISE, bool FAST>
 __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
                                              float (&s)[8][4]) {
   const int t4 = threadIdx.x & 3, kb = kt * kBc;
@@ -172,10 +160,7 @@ __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r
 #pragma unroll
     for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float x = fmaf(s[nb][e], c, -mb[e >> 1]);
-        s[nb][e] = nb < POLY ? ex2_poly(x) : ex2_ftz(x);
-      }
+      for (int e = 0; e < 4; ++e) s[nb][e] = ex2_ftz(fmaf(s[nb][e], c, -mb[e >> 1]));
   } else {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -195,33 +180,17 @@ __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r
   }
 }
 
-// (lo, hi) -> bf16x2 by truncation: one PRMT (ALU pipe) taking the high halves of two floats,
-// instead of a cvt.rn.bf16x2.f32 (F2F on the conversion pipe, shared with the ex2 MUFU work).
-__device__ __forceinline__ uint32_t pack_bf16_trunc(float lo, float hi) {
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
-}
-
-// O += P V for the V tile at smem address vb (P from the S accumulators). TRUNC (bf16 + FAST
-// only): P packed by truncation; the row sums come from the same packed P (ones MMA), so the
-// downward bias of truncation cancels in O / l to first order.
-template <int W, bool PRECISE, bool FAST, bool TRUNC>
+// O += P V for the V tile at smem address vb (P from the S accumulators).
+template <int W, bool PRECISE, bool FAST>
 __device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const float (&s)[8][4]) {
-  static_assert(!TRUNC || (FAST && !PRECISE), "truncated P needs the ones-MMA row sums, bf16");
   const uint32_t vl = vb + v_lane_off();
-  auto pack = [](float lo, float hi) {
-    if constexpr (TRUNC) {
-      return pack_bf16_trunc(lo, hi);
-    } else {
-      return pack_bf16(lo, hi);
-    }
-  };
 #pragma unroll
   for (int j = 0; j < 4; ++j) {  // k-step: keys 16j .. 16j + 15
     uint32_t a[4], al[4];
-    a[0] = pack(s[2 * j][0], s[2 * j][1]);
-    a[1] = pack(s[2 * j][2], s[2 * j][3]);
-    a[2] = pack(s[2 * j + 1][0], s[2 * j + 1][1]);
-    a[3] = pack(s[2 * j + 1][2], s[2 * j + 1][3]);
+    a[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
+    a[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
+    a[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
+    a[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
     if constexpr (PRECISE) {
       al[0] = pack_resid(s[2 * j][0], s[2 * j][1], a[0]);
       al[1] = pack_resid(s[2 * j][2], s[2 * j][3], a[1]);
@@ -330,7 +299,7 @@ __device__ __forceinline__ void load_q(const FlashAttnParams& p, Frags<W, PRECIS
 // the slot's previous tile to be read by all), so warps may drift a tile apart and the softmax
 // of some warps overlaps the MMAs of others. Slots and phases follow a running tile count g
 // over the segments (slot g % S, phase g / S).
-template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB, bool TRUNC, int POLY = 0>
+template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB>
 __global__ void __launch_bounds__(W * 32, MINB)
     flash_attn_paged_bf16kv_f32q(FlashAttnParams p, int tq) {
   extern __shared__ __align__(128) uint8_t ring[];  // [S][K | V][64 keys][8 swizzled 16-B chunks]
@@ -402,8 +371,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
     auto tile = [&](int i, uint32_t kb) {
       float s[8][4];
       qk_tile(f, kb, s);
-      softmax_tile<W, PRECISE, FAST, POLY>(f, r, tbeg + i, c, s);
-      pv_tile<W, PRECISE, FAST, TRUNC>(f, kb + kTileBytes, s);
+      softmax_tile<W, PRECISE, FAST>(f, r, tbeg + i, c, s);
+      pv_tile<W, PRECISE, FAST>(f, kb + kTileBytes, s);
     };
     if constexpr (MB) {
       auto fill = [&](int i) {  // tile i of the segment -> slot of running tile g
@@ -455,18 +424,9 @@ __global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) 
 
 template <int W, int S, bool PRECISE, int MINB, bool MB>
 Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
-  // Truncated P (TRUNC, trunc_p) only on the mbarrier-ring shapes in bf16.
-  constexpr bool kTrunc = MB && !PRECISE;
-  auto fn = MB ? (kTrunc && p.trunc_p
-                      ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB, kTrunc>
-                      : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB, false>)
-            : p.legacy_softmax
-                ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, false, false, false>
-                : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, false, false>;
-  if constexpr (kTrunc && W == 16 && S == 4) {  // exp_poly: variant 7 s4 bf16 only
-    if (p.exp_poly == 1) fn = flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB, true, 1>;
-    if (p.exp_poly == 2) fn = flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB, true, 2>;
-  }
+  auto fn = MB                 ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB>
+            : p.legacy_softmax ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, false, false>
+                               : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, false>;
   constexpr int smem = S * 2 * kTileBytes + 128;   // + alignment slack
   if constexpr (smem + kStaticSmem > 48 * 1024) {  // opt-in above the default 48 KB
     GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -50,13 +50,6 @@ struct FlashAttnParams {
   // Bench/test A/B only: the session-2 softmax (exp2f with denormal fix-ups, O rescaled every
   // tile, row sums by FADD) instead of ex2.ftz + lazy rescale + row sums by a ones MMA.
   bool legacy_softmax = false;
-  // Bench/test A/B only (measured no faster, docs/attention.md 2026-11-22): variants 6 / 7 in
-  // bf16 pack P (the A operand of P V) by truncation (one PRMT) instead of cvt.rn (F2FP).
-  bool trunc_p = false;
-  // Bench/test A/B only (measured slower): variant 7, 4 stages, bf16: exp2 of the first exp_poly
-  // (0..2) of each thread's 8 score n-blocks by an FMA polynomial instead of the MUFU; implies
-  // truncated P. 0: all exp2 on the MUFU.
-  int exp_poly = 0;
   Status validate() const;
 };
 

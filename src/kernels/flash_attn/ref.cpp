@@ -28,7 +28,6 @@ Status FlashAttnParams::validate() const {
   }
   if (!(scale > 0.f)) return InvalidArgument(ctx + "scale must be > 0");
   if (variant < 0 || variant > 7) return InvalidArgument(ctx + "variant must be in [0, 7]");
-  if (exp_poly < 0 || exp_poly > 2) return InvalidArgument(ctx + "exp_poly must be in [0, 2]");
   if (stages != 0 && (stages < 2 || stages > 4)) {
     return InvalidArgument(ctx + "stages must be 0 (default) or 2..4");
   }
