@@ -229,7 +229,10 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   // Split mode: my GEMMs + rope_kv with the decode attention / MoE kernels must be as close as
   // the decode path; with flash_attn + moe_prefill (bf16 x / act inside) a little less.
   expect_close(pre[kSplitFallback][0], name("prompt rows", kSplitFallback, "cpu"), 2e-3);
-  expect_close(dec[kSplitFallback][0], name("decode rows", kSplitFallback, "cpu"), 2e-3);
+  // Decode rows: 12 per config, and a routing flip on one of them also perturbs the later rows
+  // through its K/V: H100 2026-11-22, hidden 128 / inter 96 / heads 2/2, one flip (0.232), median
+  // 2.84e-3. So the decode rows get the default 5e-3 median bound, as the other decode rows.
+  expect_close(dec[kSplitFallback][0], name("decode rows", kSplitFallback, "cpu"));
   expect_mid(pre[kSplit][0], name("prompt rows", kSplit, "cpu"));
   expect_mid(dec[kSplit][0], name("decode rows", kSplit, "cpu"));
   // The bound (median <= 1e-2 on prompt + decode rows) holds for the split mode; the
@@ -257,8 +260,13 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   // 2-3e-3 (H200, H100). The decode rows after the prompt attend to the whole cached prefix, and
   // one flipped near-tied top-4-of-8 routing choice there moves a row by 5-25%: seen on the H100
   // (hidden 64, 4/2 heads, 81-token prompt: the one-step rows 5 of 12 within 1e-2 of the CPU,
-  // the chunked ones 12 of 12), so they get the loose bound.
-  expect_close(pre[kChunked][1], name("prompt rows", kChunked, "one-step bf16 prefill"));
+  // the chunked ones 12 of 12), so they get the loose bound. Since session 4 the grouped MoE
+  // picks its tile shape from the rows per expert (docs/moe-prefill.md), so forwards of <= 64
+  // rows and the one-step forward also differ there; a routing flip early in a long prompt then
+  // moves the later prompt rows too: H100 2026-11-22, hidden 64 / inter 32 / heads 2/2, 244-token
+  // prompt: 201 of 244 rows within 1e-2, median 3.7e-3, max 0.196. Hence the middle bound (a
+  // chunking bug, e.g. a wrong cached K/V block, gives O(1) errors on most rows).
+  expect_mid(pre[kChunked][1], name("prompt rows", kChunked, "one-step bf16 prefill"));
   expect_loose(dec[kChunked][1], name("decode rows", kChunked, "one-step bf16 prefill"));
 }
 
