@@ -228,18 +228,27 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(G
   epilogue<kGateUp, C>(g, t, spair, acc);
 }
 
-template <bool kGateUp, class C>
-Status launch_cfg(const GemmArgs& g, cudaStream_t s, const char* name) {
-  if (C::kBMc != variant_bm(g.variant)) {  // the route kernel built the tile list with variant_bm
+}  // namespace
+
+Status check_gemm_launch(const GemmArgs& g, int bm, size_t smem, const char* name) {
+  if (bm > 0 && bm != variant_bm(g.variant)) {  // the route kernel sized the tile list with it
     return Internal(std::string(name) + ": variant " + std::to_string(g.variant) + " has " +
-                    std::to_string(C::kBMc) + "-row tiles, variant_bm says " +
+                    std::to_string(bm) + "-row tiles, variant_bm says " +
                     std::to_string(variant_bm(g.variant)));
   }
-  const size_t smem = C::smem_bytes(g.K);
   if (smem > 227 * 1024) {
     return Unsupported(std::string(name) + ": K = " + std::to_string(g.K) +
                        " needs too much shared memory for the scale tile");
   }
+  return Status::Ok();
+}
+
+namespace {
+
+template <bool kGateUp, class C>
+Status launch_cfg(const GemmArgs& g, cudaStream_t s, const char* name) {
+  const size_t smem = C::smem_bytes(g.K);
+  GS_RETURN_IF_ERROR(check_gemm_launch(g, C::kBMc, smem, name));
   auto* fn = moe_prefill_gemm<kGateUp, C>;
   GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));

@@ -332,16 +332,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_tgemm(
 
 template <bool kGateUp, class C>
 Status tlaunch(const GemmArgs& g, cudaStream_t s, const char* name) {
-  if (C::kBM != variant_bm(g.variant)) {  // the route kernel built the tile list with variant_bm
-    return Internal(std::string(name) + ": variant " + std::to_string(g.variant) + " has " +
-                    std::to_string(C::kBM) + "-row tiles, variant_bm says " +
-                    std::to_string(variant_bm(g.variant)));
-  }
   const size_t smem = C::smem_bytes(g.K);
-  if (smem > 227 * 1024) {
-    return Unsupported(std::string(name) + ": K = " + std::to_string(g.K) +
-                       " needs too much shared memory for the scale tile");
-  }
+  GS_RETURN_IF_ERROR(check_gemm_launch(g, C::kBM, smem, name));
   auto* fn = moe_prefill_tgemm<kGateUp, C>;
   GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));

@@ -313,10 +313,7 @@ __global__ void __launch_bounds__(kWThreads, C::kMinBlocks) moe_prefill_wgmma(Ge
 template <bool kGateUp, class C>
 Status wlaunch(const GemmArgs& g, cudaStream_t s, const char* name) {
   const size_t smem = wsmem_bytes<C>(g.K);
-  if (smem > 227 * 1024) {
-    return Unsupported(std::string(name) + ": K = " + std::to_string(g.K) +
-                       " needs too much shared memory for the scale tile");
-  }
+  GS_RETURN_IF_ERROR(check_gemm_launch(g, 0, smem, name));  // wgmma: 64-row tiles (variant_bm)
   auto* fn = moe_prefill_wgmma<kGateUp, C>;
   GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
