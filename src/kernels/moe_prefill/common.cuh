@@ -1,4 +1,5 @@
-// Device helpers shared by the moe_prefill GEMMs (gemm.cu: mma.sync, wgmma.cu: wgmma). Internal.
+// Device helpers shared by the moe_prefill GEMMs (gemm.cu: mma.sync, tgemm.cu: transposed
+// mma.sync, wgmma.cu: wgmma). Internal.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -6,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/moe_prefill/bits.h"
+#include "kernels/moe_prefill/kernels.h"
 
 namespace gossamer::kern::moe_prefill {
 
@@ -20,6 +22,49 @@ __device__ __forceinline__ void cp_commit() {
 template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// One GEMM tile: expert e, first sorted row row0, valid rows (<= the tile height), first weight
+// row n0, MX blocks per weight row KB, K stages nk.
+struct GemmTile {
+  int e, row0, rows, n0, KB, nk;
+};
+
+// The shared start of the GEMM kernels, for tile list entry `tile` and column block `col` of a
+// configuration with BM-row tiles, BN weight rows and KBS MX blocks per K stage. Fills t; writes
+// spair[r] = perm[row0 + r] (rows past the tile repeat the last valid one) into smem after the
+// scale tile; issues the cp.async copies of the scales of weight rows n0 .. n0 + BN - 1 (one
+// contiguous span; they join the caller's first cp.async group) to ssc_raw (smem after the
+// operand ring) and sets *ssc to row n0's first scale there. Returns spair; the caller syncs.
+template <int BM, int BN, int KBS, int kThreads>
+__device__ __forceinline__ int32_t* tile_prologue(const GemmArgs& g, int tile, int col,
+                                                  uint8_t* ssc_raw, GemmTile& t,
+                                                  const uint8_t** ssc) {
+  const int2 td = g.tiles[tile];
+  t.e = td.x, t.row0 = td.y, t.rows = min(BM, g.offsets[t.e + 1] - t.row0);
+  t.n0 = col * BN, t.KB = g.K / 32, t.nk = (t.KB + KBS - 1) / KBS;
+  auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((BN * t.KB + 47) & ~15));
+  for (int r = threadIdx.x; r < BM; r += kThreads) spair[r] = g.perm[t.row0 + min(r, t.rows - 1)];
+  const uint8_t* s0 = g.scales + (static_cast<size_t>(t.e) * g.N + t.n0) * t.KB;
+  const uint8_t* s1 = s0 + static_cast<size_t>(min(BN, g.N - t.n0)) * t.KB;
+  const auto* a0 =
+      reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(s0) & ~uintptr_t{15});
+  const int chunks = static_cast<int>((s1 - a0 + 15) / 16);
+  for (int c = threadIdx.x; c < chunks; c += kThreads) {
+    const ptrdiff_t left = s1 - (a0 + 16 * c);
+    cp_async16(ssc_raw + 16 * c, a0 + 16 * c, static_cast<int>(left < 16 ? left : 16));
+  }
+  *ssc = ssc_raw + (s0 - a0);
+  return spair;
+}
+
+// Smem row of physical weight row n of a tile (gate_up: the gate/up rows of one output,
+// interleaved in the weights, are stored 8 rows apart within each group of 16).
+template <bool kGateUp>
+__device__ __forceinline__ int pair_row_smem(int n) {
+  if constexpr (!kGateUp) return n;
+  const int r = n & 15;
+  return (n & ~15) | ((r & 1) << 3) | (r >> 1);
 }
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {

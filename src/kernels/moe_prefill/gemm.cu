@@ -55,8 +55,8 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint4 lo, uint4 hi, int 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-struct Tile {
-  int e, row0, rows, nf, n0, KB, nk;  // nf: m16 fragments holding valid rows
+struct Tile : GemmTile {
+  int nf;  // m16 fragments holding valid rows
 };
 
 // Issues the cp.async copies of K stage kt (A rows past the valid fragments are skipped).
@@ -162,39 +162,18 @@ __device__ __forceinline__ void epilogue(const GemmArgs& g, const Tile& t, const
   }
 }
 
-// Copies the scales of rows n0 .. n0 + nrows - 1 (one contiguous span) into smem; returns the
-// smem address of row n0's first scale.
-template <class C>
-__device__ __forceinline__ const uint8_t* load_scales(uint8_t* ssc, const GemmArgs& g,
-                                                      const Tile& t) {
-  const uint8_t* s0 = g.scales + (static_cast<size_t>(t.e) * g.N + t.n0) * t.KB;
-  const uint8_t* s1 = s0 + static_cast<size_t>(min(C::kBN, g.N - t.n0)) * t.KB;
-  const auto* a0 =
-      reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(s0) & ~uintptr_t{15});
-  const int chunks = static_cast<int>((s1 - a0 + 15) / 16);
-  for (int c = threadIdx.x; c < chunks; c += C::kThreads) {
-    const ptrdiff_t left = s1 - (a0 + 16 * c);
-    cp_async16(ssc + 16 * c, a0 + 16 * c, static_cast<int>(left < 16 ? left : 16));
-  }
-  return ssc + (s0 - a0);
-}
-
 template <bool kGateUp, class C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(GemmArgs g) {
   if (static_cast<int>(blockIdx.x) >= *g.ntiles) return;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int2 td = g.tiles[blockIdx.x];
-  Tile t;
-  t.e = td.x, t.row0 = td.y, t.rows = min(C::kBMc, g.offsets[t.e + 1] - t.row0);
-  t.nf = (t.rows + 15) / 16;
-  t.n0 = blockIdx.y * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + C::kKBS - 1) / C::kKBS;
   uint8_t* as = smem;
   uint8_t* bs = as + C::kStages * C::kAStage;
-  uint8_t* ssc_raw = bs + C::kStages * C::kBStage;
-  auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((C::kBN * t.KB + 47) & ~15));
+  Tile t;
+  const uint8_t* ssc = nullptr;
+  const int32_t* spair = tile_prologue<C::kBMc, C::kBN, C::kKBS, C::kThreads>(
+      g, blockIdx.x, blockIdx.y, bs + C::kStages * C::kBStage, t, &ssc);
+  t.nf = (t.rows + 15) / 16;
   const int tid = threadIdx.x;
-  for (int r = tid; r < C::kBMc; r += C::kThreads) spair[r] = g.perm[t.row0 + min(r, t.rows - 1)];
-  const uint8_t* ssc = load_scales<C>(ssc_raw, g, t);  // joins the first cp.async group
   __syncthreads();
   const uint16_t* arow[C::kAIters];
 #pragma unroll

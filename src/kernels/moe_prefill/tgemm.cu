@@ -63,18 +63,6 @@ __device__ __forceinline__ void mma_t(float (&d)[4], uint32_t a0, uint32_t a1, u
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-struct TTile {
-  int e, row0, rows, n0, KB, nk;
-};
-
-// Smem row of physical weight row n of the tile (gate_up: gate/up rows of one output paired).
-template <bool kGateUp>
-__device__ __forceinline__ int trow_smem(int n) {
-  if constexpr (!kGateUp) return n;
-  const int r = n & 15;
-  return (n & ~15) | ((r & 1) << 3) | (r >> 1);
-}
-
 // Per-thread copy plan, fixed for the tile: sources (stage 0) and smem addresses (slot 0).
 template <class C>
 struct Plan {
@@ -96,7 +84,7 @@ __device__ __forceinline__ void cp_async16_s(uint32_t dst, const void* src, int 
 // last), so no zero-fill predicates.
 template <class C, int NT, bool kFull>
 __device__ __forceinline__ void tload_stage(uint32_t slot_a, uint32_t slot_b, const Plan<C>& pl,
-                                            const TTile& t, int kt) {
+                                            const GemmTile& t, int kt) {
   constexpr int kAUsed = 8 * NT * C::kCPR / C::kThreads;
   static_assert(kAUsed * C::kThreads == 8 * NT * C::kCPR && kAUsed <= C::kAIters);
   const bool a_ok = kFull || C::kKBS * kt + pl.achunk / 4 < t.KB;
@@ -118,7 +106,7 @@ __device__ __forceinline__ void tload_stage(uint32_t slot_a, uint32_t slot_b, co
 // sc_at[mt][h]: the scale tile index of those rows' first MX block.
 template <class C, int NT, bool kFull>
 __device__ __forceinline__ void tcompute_stage(const uint8_t* as, const uint8_t* bs,
-                                               const uint8_t* ssc, int kt, const TTile& t,
+                                               const uint8_t* ssc, int kt, const GemmTile& t,
                                                const int (&srow)[C::kMT][2],
                                                const int (&sc_at)[C::kMT][2],
                                                float (&acc)[C::kMT][NT][4]) {
@@ -178,8 +166,8 @@ __device__ __forceinline__ void tcompute_stage(const uint8_t* as, const uint8_t*
 
 // Epilogue. acc[mt][nf][2h + u]: weight smem row 32 wn + 16 mt + g + 8 h, token 8 nf + 2q + u.
 template <bool kGateUp, class C, int NT>
-__device__ __forceinline__ void tepilogue(const GemmArgs& g, const TTile& t, const int32_t* spair,
-                                          const float (&acc)[C::kMT][NT][4]) {
+__device__ __forceinline__ void tepilogue(const GemmArgs& g, const GemmTile& t,
+                                          const int32_t* spair, const float (&acc)[C::kMT][NT][4]) {
   const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4, wn = threadIdx.x / 32;
   const size_t eb = static_cast<size_t>(t.e) * g.N;
 #pragma unroll
@@ -214,7 +202,7 @@ __device__ __forceinline__ void tepilogue(const GemmArgs& g, const TTile& t, con
 }
 
 template <bool kGateUp, class C, int NT>
-__device__ __forceinline__ void trun(const GemmArgs& g, const TTile& t, uint8_t* smem,
+__device__ __forceinline__ void trun(const GemmArgs& g, const GemmTile& t, uint8_t* smem,
                                      const uint8_t* ssc, const int32_t* spair) {
   uint8_t* as = smem;
   uint8_t* bs = as + C::kStages * C::kAStage;
@@ -237,7 +225,7 @@ __device__ __forceinline__ void trun(const GemmArgs& g, const TTile& t, uint8_t*
     const int idx = tid + C::kThreads * i, n = idx / C::kKBS, h = idx % C::kKBS;
     const int row = min(t.n0 + n, g.N - 1);
     pl.bsrc[i] = wbase + (static_cast<size_t>(row) * t.KB + h) * 16;
-    pl.bdst[i] = bs_s + trow_smem<kGateUp>(n) * C::kBRow + h * 16;
+    pl.bdst[i] = bs_s + pair_row_smem<kGateUp>(n) * C::kBRow + h * 16;
     pl.bh[i] = h;
   }
 #pragma unroll
@@ -287,7 +275,7 @@ __device__ __forceinline__ void trun(const GemmArgs& g, const TTile& t, uint8_t*
 }
 
 template <bool kGateUp, class C, int NT>
-__device__ __forceinline__ void tdispatch(const GemmArgs& g, const TTile& t, uint8_t* smem,
+__device__ __forceinline__ void tdispatch(const GemmArgs& g, const GemmTile& t, uint8_t* smem,
                                           const uint8_t* ssc, const int32_t* spair) {
   if constexpr (NT < C::kBM / 8) {
     if (t.rows > 8 * NT) {
@@ -306,26 +294,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_tgemm(
   const int col = static_cast<int>(g.cols_first ? blockIdx.x : blockIdx.y);
   if (tile >= *g.ntiles) return;
   extern __shared__ __align__(16) uint8_t smem[];
-  const int2 td = g.tiles[tile];
-  TTile t;
-  t.e = td.x, t.row0 = td.y, t.rows = min(C::kBM, g.offsets[t.e + 1] - t.row0);
-  t.n0 = col * C::kBN, t.KB = g.K / 32, t.nk = (t.KB + C::kKBS - 1) / C::kKBS;
-  uint8_t* ssc_raw = smem + C::kStages * (C::kAStage + C::kBStage);
-  auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((C::kBN * t.KB + 47) & ~15));
-  for (int r = threadIdx.x; r < C::kBM; r += C::kThreads) {
-    spair[r] = g.perm[t.row0 + min(r, t.rows - 1)];
-  }
-  // Scales of rows n0 .. n0 + nrows - 1: one contiguous span (joins the first cp.async group).
-  const uint8_t* s0 = g.scales + (static_cast<size_t>(t.e) * g.N + t.n0) * t.KB;
-  const uint8_t* s1 = s0 + static_cast<size_t>(min(C::kBN, g.N - t.n0)) * t.KB;
-  const auto* a0 =
-      reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(s0) & ~uintptr_t{15});
-  const int chunks = static_cast<int>((s1 - a0 + 15) / 16);
-  for (int c = threadIdx.x; c < chunks; c += C::kThreads) {
-    const ptrdiff_t left = s1 - (a0 + 16 * c);
-    cp_async16(ssc_raw + 16 * c, a0 + 16 * c, static_cast<int>(left < 16 ? left : 16));
-  }
-  const uint8_t* ssc = ssc_raw + (s0 - a0);
+  GemmTile t;
+  const uint8_t* ssc = nullptr;
+  const int32_t* spair = tile_prologue<C::kBM, C::kBN, C::kKBS, C::kThreads>(
+      g, tile, col, smem + C::kStages * (C::kAStage + C::kBStage), t, &ssc);
   __syncthreads();
   tdispatch<kGateUp, C, C::kNTStep>(g, t, smem, ssc, spair);
 }

@@ -120,23 +120,11 @@ __device__ __forceinline__ void wgmma(float (&d)[NT / 2], uint32_t a0, uint32_t 
   }
 }
 
-struct WTile {
-  int e, row0, rows, n0, KB, nk;
-};
-
-// Smem row of physical weight row n of the tile (gate_up: gate/up rows of one output paired).
-template <bool kGateUp>
-__device__ __forceinline__ int wrow_smem(int n) {
-  if constexpr (!kGateUp) return n;
-  const int r = n & 15;
-  return (n & ~15) | ((r & 1) ? 8 + (r >> 1) : (r >> 1));
-}
-
 // cp.async copies of K stage kt: NT token rows of activations, 128 weight rows.
 template <bool kGateUp, int NT>
 __device__ __forceinline__ void wload_stage(uint8_t* as, uint8_t* ws,
                                             const uint16_t* const (&arow)[2], const uint8_t* wbase,
-                                            const WTile& t, int N, int kt) {
+                                            const GemmTile& t, int N, int kt) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -149,14 +137,14 @@ __device__ __forceinline__ void wload_stage(uint8_t* as, uint8_t* ws,
   const int n = tid / 2, h = tid % 2, kb = 2 * kt + h;
   const int row = min(t.n0 + n, N - 1);
   const bool ok = kb < t.KB;
-  cp_async16(ws + wrow_smem<kGateUp>(n) * kWRow + h * 16,
+  cp_async16(ws + pair_row_smem<kGateUp>(n) * kWRow + h * 16,
              wbase + (static_cast<size_t>(row) * t.KB + (ok ? kb : 0)) * 16, ok ? 16 : 0);
 }
 
 // Decodes this thread's A fragments of stage kt and issues the stage's 4 wgmmas.
 template <bool kGateUp, int NT>
 __device__ __forceinline__ void wcompute_stage(const uint8_t* as, const uint8_t* ws,
-                                               const uint8_t* ssc, int kt, const WTile& t,
+                                               const uint8_t* ssc, int kt, const GemmTile& t,
                                                uint32_t (&a)[2][2][4], float (&d)[NT / 2]) {
   const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int base16 = (threadIdx.x / 32) * 16;  // warp w of warpgroup wg: rows 64 wg + 16 w
@@ -192,8 +180,8 @@ __device__ __forceinline__ void wcompute_stage(const uint8_t* as, const uint8_t*
 
 // Epilogue. d[4i + u] = D^T[row p0][token 8i + 2q + u], d[4i + 2 + u] = [row p1][same token].
 template <bool kGateUp, int NT>
-__device__ __forceinline__ void wepilogue(const GemmArgs& g, const WTile& t, const int32_t* spair,
-                                          const float (&d)[NT / 2]) {
+__device__ __forceinline__ void wepilogue(const GemmArgs& g, const GemmTile& t,
+                                          const int32_t* spair, const float (&d)[NT / 2]) {
   const int lane = threadIdx.x % 32, gr = lane / 4, q = lane % 4;
   const int base16 = (threadIdx.x / 32) * 16;
   const int p0 = t.n0 + (kGateUp ? base16 + 2 * gr : base16 + gr);
@@ -225,7 +213,7 @@ __device__ __forceinline__ void wepilogue(const GemmArgs& g, const WTile& t, con
 }
 
 template <bool kGateUp, int NT, class C>
-__device__ __forceinline__ void wrun(const GemmArgs& g, const WTile& t, uint8_t* smem,
+__device__ __forceinline__ void wrun(const GemmArgs& g, const GemmTile& t, uint8_t* smem,
                                      const uint8_t* ssc, const int32_t* spair) {
   uint8_t* as = smem;
   uint8_t* ws = as + C::kStages * kActStage;
@@ -281,25 +269,10 @@ template <bool kGateUp, class C>
 __global__ void __launch_bounds__(kWThreads, C::kMinBlocks) moe_prefill_wgmma(GemmArgs g) {
   if (static_cast<int>(blockIdx.x) >= *g.ntiles) return;
   extern __shared__ __align__(128) uint8_t smem[];
-  const int2 td = g.tiles[blockIdx.x];
-  WTile t;
-  t.e = td.x, t.row0 = td.y, t.rows = min(kBM, g.offsets[t.e + 1] - t.row0);
-  t.n0 = blockIdx.y * kWBN, t.KB = g.K / 32, t.nk = (t.KB + 1) / 2;
-  uint8_t* ssc_raw = smem + C::kStages * (kActStage + kWStage);
-  auto* spair = reinterpret_cast<int32_t*>(ssc_raw + ((kWBN * t.KB + 47) & ~15));
-  if (threadIdx.x < kBM)
-    spair[threadIdx.x] = g.perm[t.row0 + min(static_cast<int>(threadIdx.x), t.rows - 1)];
-  // Scales of rows n0 .. n0 + nrows - 1: one contiguous span (joins the first cp.async group).
-  const uint8_t* s0 = g.scales + (static_cast<size_t>(t.e) * g.N + t.n0) * t.KB;
-  const uint8_t* s1 = s0 + static_cast<size_t>(min(kWBN, g.N - t.n0)) * t.KB;
-  const auto* a0 =
-      reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(s0) & ~uintptr_t{15});
-  const int chunks = static_cast<int>((s1 - a0 + 15) / 16);
-  for (int c = threadIdx.x; c < chunks; c += kWThreads) {
-    const ptrdiff_t left = s1 - (a0 + 16 * c);
-    cp_async16(ssc_raw + 16 * c, a0 + 16 * c, static_cast<int>(left < 16 ? left : 16));
-  }
-  const uint8_t* ssc = ssc_raw + (s0 - a0);
+  GemmTile t;
+  const uint8_t* ssc = nullptr;
+  const int32_t* spair = tile_prologue<kBM, kWBN, 2, kWThreads>(
+      g, blockIdx.x, blockIdx.y, smem + C::kStages * (kActStage + kWStage), t, &ssc);
   __syncthreads();
   if (t.rows <= 16) {
     wrun<kGateUp, 16, C>(g, t, smem, ssc, spair);
