@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) moe_prefill_gemm(G
 }  // namespace
 
 Status check_gemm_launch(const GemmArgs& g, int bm, size_t smem, const char* name) {
-  if (bm > 0 && bm != variant_bm(g.variant)) {  // the route kernel sized the tile list with it
+  if (bm != variant_bm(g.variant)) {  // the route kernel sized the tile list with it
     return Internal(std::string(name) + ": variant " + std::to_string(g.variant) + " has " +
                     std::to_string(bm) + "-row tiles, variant_bm says " +
                     std::to_string(variant_bm(g.variant)));

@@ -78,13 +78,14 @@ inline int variant_bm(int v) {
   return kVariantBM[v];
 }
 
+// Host checks shared by the GEMM launchers (gemm.cu, tgemm.cu, wgmma.cu): `bm`, the
+// configuration's tile height, must be the one the route kernel sized the tile list with
+// (variant_bm), and `smem`, the dynamic shared memory the K extent needs, at most 227 KB.
+Status check_gemm_launch(const GemmArgs& g, int bm, size_t smem, const char* name);
+
 // Both dispatch on g.variant (variants 4 and 5 forward to the wgmma launchers below). The
 // activations (xb and act) must be stored in the variant's k order: perm8 groups for the
 // mma.sync variants, perm32 blocks for the wgmma variants (bits.h).
-// Host checks shared by the GEMM launchers (gemm.cu, tgemm.cu, wgmma.cu): `bm` (> 0: checked) is
-// the configuration's tile height, which must be the one the route kernel sized the tile list
-// with (variant_bm), and `smem` the dynamic shared memory the K extent needs (<= 227 KB).
-Status check_gemm_launch(const GemmArgs& g, int bm, size_t smem, const char* name);
 Status launch_gemm_gate_up(const GemmArgs& g, cudaStream_t s);
 Status launch_gemm_down(const GemmArgs& g, cudaStream_t s);
 Status launch_wgmma_gate_up(const GemmArgs& g, cudaStream_t s);

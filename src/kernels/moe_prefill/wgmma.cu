@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kWThreads, C::kMinBlocks) moe_prefill_wgmma(Ge
 template <bool kGateUp, class C>
 Status wlaunch(const GemmArgs& g, cudaStream_t s, const char* name) {
   const size_t smem = wsmem_bytes<C>(g.K);
-  GS_RETURN_IF_ERROR(check_gemm_launch(g, 0, smem, name));  // wgmma: 64-row tiles (variant_bm)
+  GS_RETURN_IF_ERROR(check_gemm_launch(g, kBM, smem, name));
   auto* fn = moe_prefill_wgmma<kGateUp, C>;
   GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
