@@ -23,6 +23,24 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// Two floats -> bf16x2 bits (a in the low half), each as f32_to_bf16.
+__device__ __forceinline__ uint32_t bf16x2_rne(float a, float b) {
+  return f32_to_bf16(a) | (static_cast<uint32_t>(f32_to_bf16(b)) << 16);
+}
+// x - bf16_rne(x): the lo half of the split bf16 hi + lo representation of x.
+__device__ __forceinline__ float bf16_rest(float x) {
+  return x - __uint_as_float(static_cast<uint32_t>(f32_to_bf16(x)) << 16);
+}
+// Four floats as 4 bf16 to *hi and (split mode) their residuals as 4 bf16 to *lo; either may be
+// null.
+__device__ __forceinline__ void store_bf16x4(const float4& v, uint2* hi, uint2* lo) {
+  if (hi) *hi = make_uint2(bf16x2_rne(v.x, v.y), bf16x2_rne(v.z, v.w));
+  if (lo) {
+    *lo = make_uint2(bf16x2_rne(bf16_rest(v.x), bf16_rest(v.y)),
+                     bf16x2_rne(bf16_rest(v.z), bf16_rest(v.w)));
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

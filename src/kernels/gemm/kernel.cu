@@ -10,22 +10,13 @@
 namespace gossamer::kern {
 namespace {
 
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  return f32_to_bf16(a) | (static_cast<uint32_t>(f32_to_bf16(b)) << 16);
-}
-__device__ __forceinline__ float rest(float x) {  // x - bf16_rne(x)
-  return x - __uint_as_float(static_cast<uint32_t>(f32_to_bf16(x)) << 16);
-}
-
 __global__ void __launch_bounds__(256)
     cvt_f32_bf16(const float4* x, uint2* y, uint2* lo, size_t n4) {
   pdl_wait();  // x comes from the previous kernel (attention)
   pdl_trigger();
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n4;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float4 v = x[i];
-    y[i] = make_uint2(pack2(v.x, v.y), pack2(v.z, v.w));
-    if (lo) lo[i] = make_uint2(pack2(rest(v.x), rest(v.y)), pack2(rest(v.z), rest(v.w)));
+    store_bf16x4(x[i], y + i, lo ? lo + i : nullptr);
   }
 }
 

@@ -13,12 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  return f32_to_bf16(a) | (static_cast<uint32_t>(f32_to_bf16(b)) << 16);
-}
-__device__ __forceinline__ float rest(float v) {  // v - bf16_rne(v)
-  return v - __uint_as_float(static_cast<uint32_t>(f32_to_bf16(v)) << 16);
-}
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block must be whole warps");
 
 constexpr int kRegF4 = 4;  // rows of <= kThreads * kRegF4 float4 (dim <= 4096) stay in registers
@@ -34,11 +28,8 @@ __device__ __forceinline__ void emit(const RmsNormParams& p, size_t o, int i, co
   const float4 r = make_float4(v.x * inv * bf16_lo(ww.x), v.y * inv * bf16_hi(ww.x),
                                v.z * inv * bf16_lo(ww.y), v.w * inv * bf16_hi(ww.y));
   if (p.y) reinterpret_cast<float4*>(p.y + o)[i] = r;
-  if (p.yb) reinterpret_cast<uint2*>(p.yb + o)[i] = make_uint2(pack2(r.x, r.y), pack2(r.z, r.w));
-  if (p.yb_lo) {
-    reinterpret_cast<uint2*>(p.yb_lo + o)[i] =
-        make_uint2(pack2(rest(r.x), rest(r.y)), pack2(rest(r.z), rest(r.w)));
-  }
+  store_bf16x4(r, p.yb ? reinterpret_cast<uint2*>(p.yb + o) + i : nullptr,
+               p.yb_lo ? reinterpret_cast<uint2*>(p.yb_lo + o) + i : nullptr);
 }
 
 // Thread t owns float4 t, t + 256, ... of the row; it sums their squares in that order either way
