@@ -14,8 +14,8 @@
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/testing.h"
-#include "kernels/l2_prefetch/moe_hint.h"
 #include "kernels/l2_prefetch/params.h"
+#include "kernels/moe/bulk_hint.h"
 #include "kernels/moe/params.h"
 #include "kernels/qkv_rope/params.h"
 

@@ -26,9 +26,9 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
-#include "kernels/l2_prefetch/moe_hint.h"
 #include "kernels/moe/bulk.cuh"
 #include "kernels/moe/bulk_core.cuh"
+#include "kernels/moe/bulk_hint.h"
 #include "kernels/moe/pipe.h"
 #include "kernels/moe/pipe_common.cuh"
 #include "kernels/moe/tc.cuh"
@@ -59,7 +59,7 @@ struct Layout {
   int part_off;     // down: partial dots [2][consumer warps][8] f32
   int bar_off;      // mbarriers full[ns], empty[ns]
   int smem;         // total dynamic shared memory
-  int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (moe_hint.h)
+  int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (bulk_hint.h)
 };
 
 // Fills `stage` with the row group at row0: weights [8][nb][16] then scales [8][nb].

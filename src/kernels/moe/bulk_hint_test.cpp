@@ -1,7 +1,7 @@
-// The L2::evict_first hint on the streaming MoE copies (moe_hint.h, defined in moe/bulk.cu)
+// The L2::evict_first hint on the streaming MoE copies (bulk_hint.h, defined in bulk.cu)
 // changes no result: hinted gate_up / down match the fp64 references and are bit-identical to
 // the unhinted launches (pipe 6), with and without PDL.
-#include "kernels/l2_prefetch/moe_hint.h"
+#include "kernels/moe/bulk_hint.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // L2 eviction hint on the expert-weight bulk copies of the streaming MoE kernels (pipe 6).
-// Declared here (host-only, so the l2_prefetch probe bench can include it) and defined in
-// src/kernels/moe/bulk.cu (link gossamer_kernel_moe). kEvictFirst: every cp.async.bulk of expert
-// weights carries an L2::evict_first cache policy, so the 53 MB / layer of streamed experts
-// (read once per step) evict each other before they evict prefetched dense weights.
+// Host-only header (the l2_prefetch probe bench includes it); defined in bulk.cu. kEvictFirst:
+// every cp.async.bulk of expert weights carries an L2::evict_first cache policy, so the 53 MB /
+// layer of streamed experts (read once per step) evict each other before they evict prefetched
+// dense weights.
 #pragma once
 
 #include <cuda_runtime.h>
