@@ -18,8 +18,9 @@ fi
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -r scripts/requirements-test.txt
+# --no-cache-dir: torch and its CUDA wheels are ~3 GB; a cached copy would double that on disk.
+.venv/bin/pip install -q --no-cache-dir --upgrade pip
+.venv/bin/pip install -q --no-cache-dir -r scripts/requirements-test.txt
 
 # Release-ish build (CUDA included when nvcc is found) and an ASan+UBSan build of the CPU code.
 export PATH="/usr/local/cuda/bin:$PATH"
