@@ -31,6 +31,7 @@ struct BenchArgs {
   std::string model_dir, synthetic, json_path;
   std::vector<int64_t> p = {512}, n = {128}, d = {0};
   int reps = 3, batch = 1;
+  int flash_variant = 0;         // CudaRunnerOptions::prefill_flash_variant
   int64_t chunk = 8192;          // prefill rows per forward (max_step_tokens)
   int64_t prefill_min_rows = 8;  // CudaRunnerOptions default; also the decode-batch path
   bool no_graph = false, prefill_split = false;
@@ -60,6 +61,7 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   o.prefill_split_bf16 = a.prefill_split;
   o.prefill_min_rows = a.prefill_min_rows;
   o.pdl = !a.no_pdl;
+  o.prefill_flash_variant = a.flash_variant;
   std::unique_ptr<CudaModelRunner> r;
   if (!a.synthetic.empty()) {
     GS_ASSIGN_OR_RETURN(ModelConfig cfg, preset_config(a.synthetic));
@@ -259,6 +261,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 16384));
   cmd->add_flag("--prefill-split-bf16", args->prefill_split,
                 "prefill GEMM activations as bf16 hi + lo (2 GEMMs each, ~fp32 accuracy)");
+  cmd->add_option("--flash-variant", args->flash_variant,
+                  "prefill flash-attention CTA shape (kernels/flash_attn/params.h); 0 = auto")
+      ->check(CLI::Range(0, 10));
   cmd->add_flag("--kernel-profile", args->kernel_profile,
                 "after each test, trace a few more iterations with CUPTI (libcupti, loaded only "
                 "then) and print a per-kernel time table");

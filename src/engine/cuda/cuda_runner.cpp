@@ -32,6 +32,8 @@ Status CudaRunnerOptions::validate() const {
   }
   if (max_logit_rows <= 0 || prefill_min_rows < 0)
     return InvalidArgument("cuda runner: max_logit_rows must be > 0, prefill_min_rows >= 0");
+  if (prefill_flash_variant < 0 || prefill_flash_variant > 10)
+    return InvalidArgument("cuda runner: prefill_flash_variant must be in [0, 10]");
   return Status::Ok();
 }
 

@@ -34,6 +34,9 @@ struct CudaRunnerOptions {
   // (false, or not built: the decode MoE / attention kernels over all rows).
   bool prefill_grouped_moe = true;
   bool prefill_flash_attn = true;
+  // FlashAttnParams::variant for the prefill attention: 0 = the kernel's auto choice, 1..10 pin a
+  // CTA shape (kernels/flash_attn/params.h; bench A/B: `gossamer bench --flash-variant N`).
+  int prefill_flash_variant = 0;
   // Prefill GEMM activations as bf16 hi + lo pairs (two GEMMs each: ~fp32 activations, ~2x the
   // dense-projection cost) instead of plain bf16 (~3e-3 relative rounding; docs/prefill.md).
   bool prefill_split_bf16 = false;

@@ -114,6 +114,7 @@ Status prefill_attention_core(const CudaModelRunner::Impl& m, const cudarun::Dev
     fp.splits = ap.splits;  // scratch is sized for rows x splits_for(rows)
     fp.scale = ap.scale;
     fp.pdl = d.pdl;
+    fp.variant = m.opts.prefill_flash_variant;
     return kern::launch_flash_attn(fp, m.stream);
   }
 #endif
@@ -264,7 +265,11 @@ std::string CudaModelRunner::prefill_path() const {
                                              : "")) +
          ": rmsnorm_f32a_bf16w (bf16 out) | cuBLASLt bf16 GEMM QKV (+bias) | "
          "rope_kv_f32 | " +
-         (flash ? std::string("flash_attn_paged_bf16kv_f32q")
+         (flash ? std::string("flash_attn_paged_bf16kv_f32q") +
+                      (m.opts.prefill_flash_variant == 0
+                           ? " (auto: wgmma variant 8 for full attention over >= 512 rows, else "
+                             "mma.sync variant 6)"
+                           : " (variant " + std::to_string(m.opts.prefill_flash_variant) + ")")
                 : std::string("attn_decode_split_bf16kv_f32q (decode fallback)")) +
          " | cvt_f32_bf16 + cuBLASLt GEMM O (+bias, +=residual) | cuBLASLt GEMM router (+bias) + "
          "topk_softmax_f32 | " +

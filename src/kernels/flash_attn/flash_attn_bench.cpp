@@ -67,9 +67,10 @@ int main(int argc, char** argv) {
     const double kv_bytes = 2.0 * 2 * D * c.n_kv_heads * static_cast<double>(ctx - lo0);
     // (variant, stages, precise, legacy softmax): the session-2 default for A/B, the wide shapes
     // in bf16, then the default in precise mode (legacy and new).
-    const int cfgs[][4] = {{2, 3, 0, 1}, {2, 3, 0, 0}, {2, 4, 0, 0}, {3, 3, 0, 0},
-                           {5, 3, 0, 0}, {6, 3, 0, 0}, {6, 4, 0, 0}, {7, 3, 0, 0},
-                           {7, 4, 0, 0}, {0, 0, 1, 1}, {0, 0, 1, 0}};
+    const int cfgs[][4] = {{2, 3, 0, 1}, {2, 3, 0, 0}, {2, 4, 0, 0}, {3, 3, 0, 0}, {5, 3, 0, 0},
+                           {6, 3, 0, 0}, {6, 4, 0, 0}, {7, 3, 0, 0}, {7, 4, 0, 0}, {8, 3, 0, 0},
+                           {8, 4, 0, 0}, {8, 5, 0, 0}, {9, 4, 0, 0}, {9, 5, 0, 0}, {10, 4, 0, 0},
+                           {0, 0, 1, 1}, {0, 0, 1, 0}};
     for (const auto& cfg : cfgs) {
       if (argc > 2 && &cfg - cfgs != std::atoi(argv[2])) continue;
       p.variant = cfg[0];

@@ -145,7 +145,15 @@ double compare(const FlashCase& c, const Ref& ref, const std::vector<float>& gpu
   const size_t row = static_cast<size_t>(c.n_heads) * kD;
   std::vector<float> got;
   for (int t : ref.sel) got.insert(got.end(), gpu.begin() + t * row, gpu.begin() + (t + 1) * row);
-  return testing::rel_err(got, ref.out);
+  const double err = testing::rel_err(got, ref.out);
+  if (err > 0.1) {  // diagnosis of a gross mismatch: the first dims of the first checked row
+    std::printf("  first checked row, dims 0..7: gpu");
+    for (int d = 0; d < 8; ++d) std::printf(" %.4f", got[d]);
+    std::printf(" | ref");
+    for (int d = 0; d < 8; ++d) std::printf(" %.4f", ref.out[d]);
+    std::printf("\n");
+  }
+  return err;
 }
 
 TEST(FlashAttn, MatchesFp64Reference) {
@@ -158,11 +166,16 @@ TEST(FlashAttn, MatchesFp64Reference) {
     if (small && (c.seqs * c.tokens > 300 || c.p0 > 1000)) continue;
     const Inputs in = make_inputs(c, rng);
     const Ref ref = reference(c, in);
-    // The case's variant, then (auto cases) the mbarrier-ring shapes 6 and 7 as well.
-    const int variants[] = {c.variant, c.variant == 0 ? 6 : -1, c.variant == 0 ? 7 : -1};
+    // The case's variant, then (auto cases) the mbarrier-ring shapes 6, 7 and wgmma 8..10 too.
+    const int variants[] = {c.variant,
+                            c.variant == 0 ? 6 : -1,
+                            c.variant == 0 ? 7 : -1,
+                            c.variant == 0 ? 8 : -1,
+                            c.variant == 0 ? 9 : -1,
+                            c.variant == 0 ? 10 : -1};
     for (const int v : variants) {
       if (v < 0) continue;
-      for (int precise = 0; precise < 2; ++precise) {
+      for (int precise = 0; precise < (v >= 8 ? 1 : 2); ++precise) {  // 8, 9: bf16 only
         const double err = compare(c, ref, run_gpu(c, in, precise != 0, v, 0));
         worst[precise] = std::max(worst[precise], err);
         std::printf("flash_attn %-40s v%d %s rel_err %.3g\n", c.name, v,
@@ -176,7 +189,7 @@ TEST(FlashAttn, MatchesFp64Reference) {
   std::printf("flash_attn worst rel_err: bf16 %.3g, precise %.3g\n", worst[0], worst[1]);
 }
 
-// Every CTA shape (variant 1..7) and ring depth (2..4) on a few structurally different cases,
+// Every CTA shape (variant 1..10) and ring depth (2..5) on a few structurally different cases,
 // with the current softmax and (variant 2) the session-2 one kept for A/B timing.
 TEST(FlashAttn, AllVariantsMatch) {
   std::mt19937_64 rng(testing::fresh_seed("flash_attn variants"));
@@ -191,12 +204,12 @@ TEST(FlashAttn, AllVariantsMatch) {
     }
     const Inputs in = make_inputs(c, rng);
     const Ref ref = reference(c, in);
-    for (int variant = 1; variant <= 8; ++variant)  // 8: variant 2 with the legacy softmax
-      for (int stages = 2; stages <= 4; ++stages)
-        for (int precise = 0; precise < 2; ++precise) {
+    for (int variant = 1; variant <= 11; ++variant)  // 11: variant 2 with the legacy softmax
+      for (int stages = 2; stages <= 5; ++stages)
+        for (int precise = 0; precise < (variant >= 8 && variant <= 10 ? 1 : 2); ++precise) {
           const double err = compare(
               c, ref,
-              run_gpu(c, in, precise != 0, variant == 8 ? 2 : variant, stages, variant == 8));
+              run_gpu(c, in, precise != 0, variant == 11 ? 2 : variant, stages, variant == 11));
           worst[precise] = std::max(worst[precise], err);
           EXPECT_LT(err, precise ? 5e-5 : 1e-2)
               << c.name << " variant " << variant << " stages " << stages << " precise " << precise;
@@ -228,8 +241,12 @@ TEST(FlashAttn, RejectsBadParams) {
   p.n_heads = 8 * 17;  // G = 17 > 16
   EXPECT_FALSE(p.validate().ok());
   p.n_heads = 64;
-  p.variant = 8;
+  p.variant = 11;
   EXPECT_FALSE(p.validate().ok());
+  p.variant = 8;
+  p.precise = true;  // wgmma variants: bf16 only
+  EXPECT_FALSE(p.validate().ok());
+  p.precise = false;
   p.variant = 1;
   p.stages = 1;
   EXPECT_FALSE(p.validate().ok());

@@ -12,6 +12,8 @@
 // segment is cut into `splits` equal runs of tiles (computed on the device from pos): with
 // splits > 1 the CTAs write unnormalised partials and flash_attn_combine_f32 merges them with
 // the sink; with splits == 1 the sink is folded in directly.
+// WG variants (8..10, sm_90a): the same CTA, ring and softmax with the tile MMAs on wgmma, one
+// warpgroup per 64 query rows (wgmma.cuh: core-matrix smem layout instead of the XOR swizzle).
 #include <cuda_bf16.h>
 
 #include <cfloat>
@@ -23,13 +25,14 @@
 #include "kernels/common/split_combine.cuh"
 #include "kernels/flash_attn/mma.cuh"
 #include "kernels/flash_attn/params.h"
+#include "kernels/flash_attn/wgmma.cuh"
 
 namespace gossamer::kern {
 namespace {
 
 constexpr int kD = 64, kBc = 64, kMaxTq = 256, kFar = 1 << 30;
-constexpr int kTileBytes = kBc * kD * 2;          // one K (or V) tile, bf16
-constexpr int kStaticSmem = 4 * kMaxTq * 4 + 64;  // s_seq, s_pos, s_lo, s_lead, s_bar
+constexpr int kTileBytes = kBc * kD * 2;                // one K (or V) tile, bf16
+constexpr int kStaticSmem = 4 * kMaxTq * 4 + 64 + 256;  // s_seq, s_pos, s_lo, s_lead, s_bar, s_ones
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint32_t kOnes = 0x3f803f80u;  // bf16x2 (1, 1): B fragment of the row-sum MMA
 
@@ -59,18 +62,24 @@ struct Frags {
   float la[4];                      // row-sum MMA accumulator (FAST): rows g (0, 1), g + 8 (2, 3)
 };
 
-// Copies key tile kt (keys kt*64 ..) of K and V into ring slot `base` (smem address).
-template <int W>
+// Copies key tile kt (keys kt*64 ..) of K and V into ring slot `base` (smem address): the
+// XOR-swizzled layout of the ldmatrix path, or (WG) the wgmma core-matrix layout (wgmma.cuh), with
+// 8 consecutive threads on 8 keys of one chunk (one 128-B core-matrix row block per 8 lanes).
+template <int W, bool WG = false>
 __device__ __forceinline__ void load_tile(const FlashAttnParams& p, const int32_t* table, int kh,
                                           int kt, int kmin, int kmax, uint32_t base) {
-  const int tid = threadIdx.x, ch = tid & 7;
+  const int tid = threadIdx.x;
 #pragma unroll
-  for (int row = tid >> 3; row < kBc; row += W * 4) {
+  for (int idx = tid; idx < kBc * 8; idx += W * 32) {
+    const int row = WG ? 8 * (idx >> 6) + (idx & 7) : idx >> 3;
+    const int ch = WG ? (idx >> 3) & 7 : idx & 7;
     const int key = kt * kBc + row;
     const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
     const bool ok = key >= kmin && key <= kmax && bi < p.max_blocks;
     const int blk = ok ? table[bi] : 0;
-    cp_async_kv_chunk(p, kh, key, bi, blk, ok, row, ch, base, kTileBytes);
+    const uint32_t dst = WG ? base + ((row >> 3) * 8 + ch) * 128 + (row & 7) * 16
+                            : base + (row * 8 + (ch ^ (row & 7))) * 16;
+    cp_async_kv_chunk_at(p, kh, key, bi, blk, ok, ch, dst, kTileBytes);
   }
 }
 
@@ -114,11 +123,44 @@ __device__ __forceinline__ void qk_tile(const Frags<W, PRECISE>& f, uint32_t kb,
   }
 }
 
-// Masks s against the rows' key ranges (when the tile crosses one), updates the running max and
-// sums, rescales O and turns s into probabilities (exp2 units: scores * c, c = scale * log2e).
-template <int W, bool PRECISE, bool FAST>
-__device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
-                                             float (&s)[8][4]) {
+// FAST softmax, first half: given the tile's row maxima mx (raw units; mb = mx * c or 0 for
+// -inf), turns s into exp2 probabilities and advances the running max. Returns whether a row
+// max of the warp grew (then alpha = exp2((m_old - m_new) c) must rescale O and the sums:
+// rescale_o; alpha is exactly 1 for unchanged rows). Split so that the wgmma loop can defer the
+// rescale until the previous tile's P V has completed.
+template <int W, bool PRECISE>
+__device__ __forceinline__ bool fast_scores(Frags<W, PRECISE>& f, float c, const float (&mx)[2],
+                                            const float (&mb)[2], float (&s)[8][4],
+                                            float (&alpha)[2]) {
+  const bool grew = __any_sync(0xffffffffu, mx[0] != f.m[0] || mx[1] != f.m[1]);
+  if (grew) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) alpha[e] = ex2_ftz(f.m[e] * c - mb[e]);  // 0 from -inf
+  }
+  f.m[0] = mx[0];
+  f.m[1] = mx[1];
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nb][e] = ex2_ftz(fmaf(s[nb][e], c, -mb[e >> 1]));
+  return grew;
+}
+template <int W, bool PRECISE>
+__device__ __forceinline__ void rescale_o(Frags<W, PRECISE>& f, const float (&alpha)[2]) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    f.la[2 * e] *= alpha[e];
+    f.la[2 * e + 1] *= alpha[e];
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha[e], f.o[nb][2 * e + 1] *= alpha[e];
+  }
+}
+
+// Masks s against the rows' key ranges (when the tile crosses one) and returns the new row maxima
+// mx (raw units, running max included) and mb = mx * c (0 for -inf).
+template <int W, bool PRECISE>
+__device__ __forceinline__ void tile_max(const Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
+                                         float (&s)[8][4], float (&mx)[2], float (&mb)[2]) {
   const int t4 = threadIdx.x & 3, kb = kt * kBc;
   bool need = false;
 #pragma unroll
@@ -132,7 +174,8 @@ __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r
         if (key < r.lo[e >> 1] || key > r.pos[e >> 1]) s[nb][e] = -INFINITY;
       }
   }
-  float mx[2] = {f.m[0], f.m[1]}, mb[2];
+  mx[0] = f.m[0];
+  mx[1] = f.m[1];
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb) {
     mx[0] = fmaxf(mx[0], fmaxf(s[nb][0], s[nb][1]));
@@ -144,23 +187,18 @@ __device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r
     mx[e] = fmaxf(mx[e], __shfl_xor_sync(0xffffffffu, mx[e], 2));
     mb[e] = mx[e] == -INFINITY ? 0.f : mx[e] * c;
   }
+}
+
+// Masks s, updates the running max and sums, rescales O and turns s into probabilities (exp2
+// units: scores * c, c = scale * log2e).
+template <int W, bool PRECISE, bool FAST>
+__device__ __forceinline__ void softmax_tile(Frags<W, PRECISE>& f, const Rows& r, int kt, float c,
+                                             float (&s)[8][4]) {
+  float mx[2], mb[2];
+  tile_max(f, r, kt, c, s, mx, mb);
   if constexpr (FAST) {
-    if (__any_sync(0xffffffffu, mx[0] != f.m[0] || mx[1] != f.m[1])) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float alpha = ex2_ftz(f.m[e] * c - mb[e]);  // 1 when unchanged, 0 from -inf
-        f.la[2 * e] *= alpha;
-        f.la[2 * e + 1] *= alpha;
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb) f.o[nb][2 * e] *= alpha, f.o[nb][2 * e + 1] *= alpha;
-      }
-    }
-    f.m[0] = mx[0];
-    f.m[1] = mx[1];
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nb][e] = ex2_ftz(fmaf(s[nb][e], c, -mb[e >> 1]));
+    float alpha[2];
+    if (fast_scores(f, c, mx, mb, s, alpha)) rescale_o(f, alpha);
   } else {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -293,18 +331,94 @@ __device__ __forceinline__ void load_q(const FlashAttnParams& p, Frags<W, PRECIS
       }
 }
 
-// MB: the ring is synchronised by mbarriers instead of a CTA barrier per tile: full[slot]
-// completes when every thread's copies of a fill have landed (cp.async.mbarrier.arrive.noinc),
-// empty[slot] when every thread has read the slot. Copies run S - 2 tiles ahead (a fill waits for
-// the slot's previous tile to be read by all), so warps may drift a tile apart and the softmax
-// of some warps overlaps the MMAs of others. Slots and phases follow a running tile count g
-// over the segments (slot g % S, phase g / S).
-template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB>
+// One segment's key tiles through the mbarrier ring (MB variants). full[slot] completes when
+// every thread's copies of a fill have landed (cp.async.mbarrier.arrive.noinc), empty[slot] when
+// every thread has read the slot. Copies run S - 2 tiles ahead (a fill waits for the slot's
+// previous tile to be read by all), so warps may drift a tile apart and the softmax of some warps
+// overlaps the MMAs of others. Slots and phases follow a running tile count g over the segments
+// (slot g % S, phase g / S), starting at gbase.
+// WG: the tiles on wgmma (one warpgroup = 64 query rows; wgmma.cuh). FA3 order per tile i:
+// issue Q K^T(i + 1) and P V(i), wait for the first, run the softmax of tile i + 1 while P V(i)
+// is still on the tensor pipe, then wait for it, rescale O (deferred) and pack P(i + 1).
+template <int W, int S, bool PRECISE, bool FAST, bool WG>
+__device__ __forceinline__ void segment_mb(const FlashAttnParams& p, Frags<W, PRECISE>& f,
+                                           const Rows& r, const int32_t* table, int kh, int kmin,
+                                           int kmax, int tbeg, int nt, float c, uint32_t ring0,
+                                           uint32_t fbar, uint32_t gbase, uint32_t ones) {
+  const uint32_t ebar = fbar + 8 * S;
+  auto kbase = [&](int i) { return ring0 + ((gbase + i) % S) * 2 * kTileBytes; };
+  auto fill = [&](int i) {  // tile i of the segment -> slot of running tile g
+    const uint32_t g = gbase + i, slot = g % S;
+    if (g >= S) mbar_wait(ebar + 8 * slot, (g / S - 1) & 1);
+    load_tile<W, WG>(p, table, kh, tbeg + i, kmin, kmax, ring0 + slot * 2 * kTileBytes);
+    mbar_cp_arrive(fbar + 8 * slot);
+  };
+  auto wait_full = [&](int i) { mbar_wait(fbar + 8 * ((gbase + i) % S), ((gbase + i) / S) & 1); };
+  auto release = [&](int i) { mbar_arrive(ebar + 8 * ((gbase + i) % S)); };
+  for (int i = 0; i < min(S - 2, nt); ++i) fill(i);
+  if constexpr (WG) {
+    static_assert(!PRECISE && FAST && W % 4 == 0 && S >= 3, "wgmma: bf16, fast softmax, S >= 3");
+    float s[8][4];
+    uint32_t a[4][4];
+    // The tiles reach smem through cp.async (generic proxy) and are read by wgmma (async proxy):
+    // each reader fences after the full barrier (fence.proxy.async) before its first wgmma.
+    if (nt > 0) {
+      wait_full(0);
+      wg::fence_async_smem();
+      wg::qk(f, kbase(0), s);
+      wg::wait<0>();
+      wg::fence_regs(s);
+      softmax_tile<W, PRECISE, FAST>(f, r, tbeg, c, s);
+      wg::pack_p(s, a);
+    }
+    for (int i = 0; i < nt; ++i) {
+      if (i + S - 2 < nt) fill(i + S - 2);
+      const bool more = i + 1 < nt;
+      // The last tile issues a dummy Q K^T on its own K (still held) so that every iteration
+      // has the same wgmma groups (ptxas tracks wait_group counts only on straight-line code).
+      if (more) wait_full(i + 1), wg::fence_async_smem();
+      wg::qk(f, kbase(more ? i + 1 : i), s);
+      wg::pv(f, kbase(i) + kTileBytes, ones, a);
+      wg::wait<1>();  // Q K^T(i + 1) done; P V(i) may still run
+      wg::fence_regs(s);
+      float alpha[2];
+      bool grew = false;
+      if (more) {
+        float mx[2], mb[2];
+        tile_max(f, r, tbeg + i + 1, c, s, mx, mb);
+        grew = fast_scores(f, c, mx, mb, s, alpha);
+      }
+      wg::wait<0>();  // P V(i) done: O, the sums and P free; slot i read
+      wg::pin_o(f);
+      wg::fence_regs(a);
+      release(i);
+      if (more) {
+        if (grew) rescale_o(f, alpha);
+        wg::pack_p(s, a);
+      }
+    }
+  } else {
+    for (int i = 0; i < nt; ++i) {
+      if (i + S - 2 < nt) fill(i + S - 2);
+      wait_full(i);
+      float s[8][4];
+      qk_tile(f, kbase(i), s);
+      softmax_tile<W, PRECISE, FAST>(f, r, tbeg + i, c, s);
+      pv_tile<W, PRECISE, FAST>(f, kbase(i) + kTileBytes, s);
+      release(i);
+    }
+  }
+}
+
+// MB: the ring is synchronised by mbarriers instead of a CTA barrier per tile (segment_mb);
+// WG (MB only): the tiles on wgmma.
+template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB, bool WG>
 __global__ void __launch_bounds__(W * 32, MINB)
     flash_attn_paged_bf16kv_f32q(FlashAttnParams p, int tq) {
   extern __shared__ __align__(128) uint8_t ring[];  // [S][K | V][64 keys][8 swizzled 16-B chunks]
   __shared__ int s_seq[kMaxTq], s_pos[kMaxTq], s_lo[kMaxTq], s_lead[kMaxTq];
-  __shared__ __align__(8) uint64_t s_bar[2 * S];  // MB: full[S], empty[S]
+  __shared__ __align__(8) uint64_t s_bar[2 * S];           // MB: full[S], empty[S]
+  __shared__ __align__(128) uint32_t s_ones[WG ? 64 : 1];  // WG: [16 keys][8] bf16 ones (B)
   const int tid = threadIdx.x, lane = tid & 31, G = p.n_heads / p.n_kv_heads, kh = blockIdx.y;
   const uint32_t fbar = static_cast<uint32_t>(__cvta_generic_to_shared(s_bar)), ebar = fbar + 8 * S;
   if (MB && tid == 0)
@@ -317,6 +431,11 @@ __global__ void __launch_bounds__(W * 32, MINB)
     s_pos[i] = ps;
     s_lo[i] = p.window > 0 ? max(0, ps - p.window + 1) : 0;
   }
+  if constexpr (WG) {
+    for (int i = tid; i < 64; i += W * 32) s_ones[i] = kOnes;
+    wg::fence_async_smem();
+  }
+  const uint32_t ones = static_cast<uint32_t>(__cvta_generic_to_shared(s_ones));
   __syncthreads();
   for (int i = tid; i < ntok; i += W * 32) {
     int lead = 1;
@@ -375,20 +494,8 @@ __global__ void __launch_bounds__(W * 32, MINB)
       pv_tile<W, PRECISE, FAST>(f, kb + kTileBytes, s);
     };
     if constexpr (MB) {
-      auto fill = [&](int i) {  // tile i of the segment -> slot of running tile g
-        const uint32_t g = gbase + i, slot = g % S;
-        if (g >= S) mbar_wait(ebar + 8 * slot, (g / S - 1) & 1);
-        load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + slot * 2 * kTileBytes);
-        mbar_cp_arrive(fbar + 8 * slot);
-      };
-      for (int i = 0; i < min(S - 2, nt); ++i) fill(i);
-      for (int i = 0; i < nt; ++i) {
-        if (i + S - 2 < nt) fill(i + S - 2);
-        const uint32_t g = gbase + i, slot = g % S;
-        mbar_wait(fbar + 8 * slot, (g / S) & 1);
-        tile(i, ring0 + slot * 2 * kTileBytes);
-        mbar_arrive(ebar + 8 * slot);
-      }
+      segment_mb<W, S, PRECISE, FAST, WG>(p, f, r, table, kh, kmin, kmax, tbeg, nt, c, ring0, fbar,
+                                          gbase, ones);
       gbase += nt;
       write_rows<W, PRECISE, FAST>(p, f, r, tok0, c);
     } else {
@@ -422,11 +529,12 @@ __global__ void __launch_bounds__(kD) flash_attn_combine_f32(FlashAttnParams p) 
                                p.out);
 }
 
-template <int W, int S, bool PRECISE, int MINB, bool MB>
+template <int W, int S, bool PRECISE, int MINB, bool MB, bool WG>
 Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
-  auto fn = MB                 ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB>
-            : p.legacy_softmax ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, false, false>
-                               : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, false>;
+  auto fn = MB ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, MB, WG>
+            : p.legacy_softmax
+                ? flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, false, false, false>
+                : flash_attn_paged_bf16kv_f32q<W, S, PRECISE, MINB, true, false, false>;
   constexpr int smem = S * 2 * kTileBytes + 128;   // + alignment slack
   if constexpr (smem + kStaticSmem > 48 * 1024) {  // opt-in above the default 48 KB
     GS_CUDA_RETURN(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -435,11 +543,17 @@ Status launch_cfg(const FlashAttnParams& p, int tq, cudaStream_t st) {
   return launch_pdl(p.pdl, "flash_attn_paged_bf16kv_f32q", fn, grid, dim3(W * 32), smem, st, p, tq);
 }
 
-template <int W, int MINB, bool PRECISE, bool MB = false>
+// Ring depth 2..4 (5: mbarrier variants only; wgmma variants run 2 as 3).
+template <int W, int MINB, bool PRECISE, bool MB = false, bool WG = false>
 Status launch_stages(const FlashAttnParams& p, int tq, int stages, cudaStream_t st) {
-  if (stages == 2) return launch_cfg<W, 2, PRECISE, MINB, MB>(p, tq, st);
-  if (stages == 3) return launch_cfg<W, 3, PRECISE, MINB, MB>(p, tq, st);
-  return launch_cfg<W, 4, PRECISE, MINB, MB>(p, tq, st);
+  if constexpr (MB) {
+    if (stages == 5) return launch_cfg<W, 5, PRECISE, MINB, MB, WG>(p, tq, st);
+  }
+  if constexpr (!WG) {  // the wgmma loop waits for tile 0 before its first fill: S >= 3
+    if (stages == 2) return launch_cfg<W, 2, PRECISE, MINB, MB, WG>(p, tq, st);
+  }
+  if (stages <= 3) return launch_cfg<W, 3, PRECISE, MINB, MB, WG>(p, tq, st);
+  return launch_cfg<W, 4, PRECISE, MINB, MB, WG>(p, tq, st);
 }
 
 // CTA shape of a variant: warps (16 query rows each), min CTAs per SM (register cap), tokens.
@@ -459,6 +573,16 @@ Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStr
       return launch_stages<8, 2, PRECISE, true>(p, 128 / G, stages > 0 ? stages : 4, st);
     case 7:  // as 5 with the mbarrier ring
       return launch_stages<16, 1, PRECISE, true>(p, 256 / G, stages > 0 ? stages : 4, st);
+    case 8:   // as 7 on wgmma (bf16 only: validate())
+    case 9:   // wgmma, 12 warps (3 warpgroups, 192 rows), up to 168 registers
+    case 10:  // wgmma, 8 warps (2 warpgroups, 128 rows), up to 255 registers
+      if constexpr (!PRECISE) {
+        const int s = stages > 0 ? stages : 4;
+        if (variant == 8) return launch_stages<16, 1, false, true, true>(p, 256 / G, s, st);
+        if (variant == 9) return launch_stages<12, 1, false, true, true>(p, 192 / G, s, st);
+        return launch_stages<8, 1, false, true, true>(p, 128 / G, s, st);
+      }
+      return InvalidArgument("flash_attn: variants 8..10 (wgmma) are bf16 only");
     default:
       return launch_stages<8, 2, PRECISE>(p, 128 / G, stages > 0 ? stages : 3, st);
   }
@@ -469,12 +593,12 @@ Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStr
 Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t st) {
   GS_RETURN_IF_ERROR(p.validate());
   // Auto (measured on the H100, docs/attention.md): narrow for decode-sized chunks; in bf16 the
-  // mbarrier ring, 256 rows for full attention over >= 512 tokens (2x K/V reuse), else 128 rows
-  // (sliding windows: more CTAs); precise mode keeps the CTA-barrier ring (not timed on 6/7).
+  // mbarrier ring, for full attention over >= 512 tokens 256 rows (2x K/V reuse) on wgmma, else
+  // 128 rows on mma.sync (sliding windows: more CTAs); precise mode keeps the CTA-barrier ring.
   const int variant = p.variant != 0                       ? p.variant
                       : p.tokens <= 16                     ? 1
                       : p.precise                          ? 2
-                      : (p.window == 0 && p.tokens >= 512) ? 7
+                      : (p.window == 0 && p.tokens >= 512) ? 8
                                                            : 6;
   const Status st_k = p.precise ? launch_variant<true>(p, variant, p.stages, st)
                                 : launch_variant<false>(p, variant, p.stages, st);

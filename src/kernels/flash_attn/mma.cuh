@@ -14,24 +14,31 @@ __device__ __forceinline__ void cp_async16_zfill(uint32_t dst, const void* src, 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
 }
-// One 16-byte chunk `ch` (dims 8 ch .. 8 ch + 7) of tile row `row` = key `key` of a paged K/V
-// tile: key `key` sits in logical block `bi` = physical block `blk` (used when `ok`); K goes to the
-// XOR-swizzled [64 keys][8 x 16 B] tile at smem address `base` (chunk c of row r at c ^ (r & 7)),
-// V to the tile `tile_bytes` after it; zero-filled when !ok or blk is outside [0, num_blocks).
+// One 16-byte chunk `ch` (dims 8 ch .. 8 ch + 7) of key `key` of a paged K/V tile: key `key` sits
+// in logical block `bi` = physical block `blk` (used when `ok`); K goes to smem address `dst`, V
+// to `dst + tile_bytes`; zero-filled when !ok or blk is outside [0, num_blocks).
 // P: any params struct with k_cache, v_cache, n_kv_heads, block_size, num_blocks (head dim 64).
 template <class P>
-__device__ __forceinline__ void cp_async_kv_chunk(const P& p, int kh, int key, int bi, int blk,
-                                                  bool ok, int row, int ch, uint32_t base,
-                                                  int tile_bytes) {
+__device__ __forceinline__ void cp_async_kv_chunk_at(const P& p, int kh, int key, int bi, int blk,
+                                                     bool ok, int ch, uint32_t dst,
+                                                     int tile_bytes) {
   ok = ok && blk >= 0 && blk < p.num_blocks;
   const size_t off = ok ? ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size +
                            (key - bi * p.block_size)) *
                                   64 +
                               ch * 8
                         : 0;
-  const uint32_t dst = base + (row * 8 + (ch ^ (row & 7))) * 16;
   cp_async16_zfill(dst, p.k_cache + off, ok);
   cp_async16_zfill(dst + tile_bytes, p.v_cache + off, ok);
+}
+// As cp_async_kv_chunk_at into tile row `row` of the XOR-swizzled [64 keys][8 x 16 B] tile at
+// `base` (chunk c of row r at c ^ (r & 7)).
+template <class P>
+__device__ __forceinline__ void cp_async_kv_chunk(const P& p, int kh, int key, int bi, int blk,
+                                                  bool ok, int row, int ch, uint32_t base,
+                                                  int tile_bytes) {
+  cp_async_kv_chunk_at(p, kh, key, bi, blk, ok, ch, base + (row * 8 + (ch ^ (row & 7))) * 16,
+                       tile_bytes);
 }
 __device__ __forceinline__ void cp_commit() {
   asm volatile("cp.async.commit_group;\n" ::);

@@ -32,17 +32,20 @@ struct FlashAttnParams {
   int window = 0;  // sliding window in tokens, 0 = full attention
   int splits = 1;  // context splits per query tile (split-K + combine kernel when > 1)
   float scale = 0.125f;
-  // CTA shape. 0 auto (narrow when tokens <= 16; precise: wide; bf16: 7 for full attention over
+  // CTA shape. 0 auto (narrow when tokens <= 16; precise: wide; bf16: 8 for full attention over
   // >= 512 tokens, else 6);
   // 1 narrow: one warp, one token per tile (decode: G of the 16 MMA rows used);
   // 2 wide: 8 warps, 128 query rows = 128 / G tokens per tile, <= 128 registers (2 CTAs/SM);
   // 3 wide4: 4 warps, 64 rows = 64 / G tokens; 4 wide8: as 2 with up to 255 registers (1 CTA/SM);
   // 5 wide16: 16 warps, 256 rows = 256 / G tokens (twice the K/V tile reuse), 1 CTA/SM;
   // 6 / 7: as 2 / 5 with an mbarrier-synchronised ring (no CTA barrier per key tile: warps drift
-  // up to a tile apart; copies S - 2 tiles ahead).
+  // up to a tile apart; copies S - 2 tiles ahead);
+  // 8: as 7 with the tiles on wgmma (sm_90a, bf16 only; FA3-style overlap of P V with the next
+  // tile's softmax); 9 / 10: wgmma with 12 / 8 warps (192 / 128 rows, <= 168 / 255 registers).
   int variant = 0;
-  int stages = 0;  // cp.async ring depth 2..4 (K + V tile = 16 KB per stage); 0: default
-                   // (narrow 2, wide 3, wide4/wide8 2, wide16 3, 6/7 4: fastest measured)
+  int stages = 0;  // cp.async ring depth 2..5 (K + V tile = 16 KB per stage); 0: default
+                   // (narrow 2, wide 3, wide4/wide8 2, wide16 3, 6-10 4); 5 is used by the
+                   // mbarrier variants (others run 4), the wgmma ones run 2 as 3.
   // q and P split into bf16 hi + lo halves (2x the MMAs): ~1e-6 relative error instead of the
   // ~3e-3 of plain bf16 inputs. Used by the decode path, where the MMAs are free.
   bool precise = false;

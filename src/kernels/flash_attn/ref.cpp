@@ -27,9 +27,10 @@ Status FlashAttnParams::validate() const {
     return InvalidArgument(ctx + "splits > 1 needs the part_o and part_ml scratch buffers");
   }
   if (!(scale > 0.f)) return InvalidArgument(ctx + "scale must be > 0");
-  if (variant < 0 || variant > 7) return InvalidArgument(ctx + "variant must be in [0, 7]");
-  if (stages != 0 && (stages < 2 || stages > 4)) {
-    return InvalidArgument(ctx + "stages must be 0 (default) or 2..4");
+  if (variant < 0 || variant > 10) return InvalidArgument(ctx + "variant must be in [0, 10]");
+  if (precise && variant >= 8) return InvalidArgument(ctx + "variants 8..10 (wgmma) are bf16 only");
+  if (stages != 0 && (stages < 2 || stages > 5)) {
+    return InvalidArgument(ctx + "stages must be 0 (default) or 2..5");
   }
   if (static_cast<int64_t>(tokens) * n_heads > (int64_t{1} << 31) / 64) {
     return InvalidArgument(ctx + "tokens * n_heads * 64 must fit in 31 bits");

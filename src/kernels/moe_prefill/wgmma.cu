@@ -21,6 +21,7 @@
 #include <string>
 
 #include "kernels/common/cuda_check.h"
+#include "kernels/common/wgmma.cuh"
 #include "kernels/moe_prefill/common.cuh"
 #include "kernels/moe_prefill/kernels.h"
 #include "kernels/moe_prefill/layout.h"
@@ -46,27 +47,7 @@ size_t wsmem_bytes(int K) {
 }
 
 __device__ __forceinline__ uint64_t smem_desc(const void* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return static_cast<uint64_t>((a >> 4) & 0x3FFFu) | (static_cast<uint64_t>(128 >> 4) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32);
-}
-__device__ __forceinline__ void wg_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wg_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void fence_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void fence_acc(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  return wg::desc(static_cast<uint32_t>(__cvta_generic_to_shared(p)), 128, 1024);
 }
 
 __device__ __forceinline__ void wgmma_n16(float (&d)[8], uint32_t a0, uint32_t a1, uint32_t a2,
@@ -166,7 +147,7 @@ __device__ __forceinline__ void wcompute_stage(const uint8_t* as, const uint8_t*
     a[kb][1][2] = bf16x2_mul(e2m1_bf16x2<3>(w0), m0);
     a[kb][1][3] = bf16x2_mul(e2m1_bf16x2<3>(w1), m1);
   }
-  wg_fence();
+  wg::fence();
 #pragma unroll
   for (int kb = 0; kb < 2; ++kb) {
 #pragma unroll
@@ -175,7 +156,7 @@ __device__ __forceinline__ void wcompute_stage(const uint8_t* as, const uint8_t*
                 smem_desc(as + (2 * (2 * kb + m)) * 128));
     }
   }
-  wg_commit();
+  wg::commit();
 }
 
 // Epilogue. d[4i + u] = D^T[row p0][token 8i + 2q + u], d[4i + 2 + u] = [row p1][same token].
@@ -235,16 +216,16 @@ __device__ __forceinline__ void wrun(const GemmArgs& g, const GemmTile& t, uint8
   float d[NT / 2];
 #pragma unroll
   for (int i = 0; i < NT / 2; ++i) d[i] = 0.f;
-  fence_acc(d);
+  wg::fence_regs(d);
   // One K stage: wait for its copies, refill the slot freed two stages ago, decode A into `a`,
-  // issue the wgmmas and wait for them. The wait must be wg_wait<0>: the first version kept
-  // one stage in flight (wg_wait<1>) and measured wrong, run-to-run different results on the
+  // issue the wgmmas and wait for them. The wait must be wg::wait<0>: the first version kept
+  // one stage in flight (wg::wait<1>) and measured wrong, run-to-run different results on the
   // H200 (K >= 256 with 64-token tiles): ptxas does not keep the A registers a pending wgmma
   // still reads from being rewritten by the next stage's decode. The <0> version has not run
   // on a GPU yet (docs/moe-prefill.md).
   auto stage = [&](int kt, uint32_t(&a)[2][2][4]) {
     cp_wait<C::kDist - 1>();
-    fence_async_smem();
+    wg::fence_async_smem();
     __syncthreads();
     const int nxt = kt + C::kDist;
     if (nxt < t.nk) {
@@ -255,12 +236,12 @@ __device__ __forceinline__ void wrun(const GemmArgs& g, const GemmTile& t, uint8
     cp_commit();
     const int slot = kt % C::kStages;
     wcompute_stage<kGateUp, NT>(as + slot * kActStage, ws + slot * kWStage, ssc, kt, t, a, d);
-    wg_wait<0>();
+    wg::wait<0>();
   };
   uint32_t a[2][2][4];  // [kb][wgmma of the MX block][a0..a3]
   for (int kt = 0; kt < t.nk; ++kt) stage(kt, a);
-  wg_wait<0>();
-  fence_acc(d);
+  wg::wait<0>();
+  wg::fence_regs(d);
   cp_wait<0>();
   wepilogue<kGateUp, NT>(g, t, spair, d);
 }
