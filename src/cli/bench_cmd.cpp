@@ -195,6 +195,8 @@ int run_bench(const BenchArgs& a) {
       {"prefill_chunk", a.chunk},
       {"prefill_min_rows", a.prefill_min_rows},
       {"kernel_path", path},
+      {"prefill_path", (*r)->prefill_path()},
+      {"flash_variant", a.flash_variant},
       {"model", name}};
   std::printf(
       "gossamer bench | git %s | %s (%d SMs, %s, CUDA runtime %s, max clocks SM %d / "
