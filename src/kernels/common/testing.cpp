@@ -8,6 +8,15 @@
 
 namespace gossamer::kern::testing {
 
+void sync_or_die(const std::string& what) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "FATAL: %s: %s (%s); the CUDA context is unusable, stopping the test\n",
+               what.c_str(), cudaGetErrorName(e), cudaGetErrorString(e));
+  std::fflush(nullptr);
+  std::exit(1);
+}
+
 uint64_t fresh_seed(const std::string& what) {
   uint64_t seed = 0;
   if (const char* s = std::getenv("GOSSAMER_SEED")) {

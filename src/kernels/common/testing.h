@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -15,6 +16,11 @@ namespace gossamer::kern::testing {
 // A fresh seed from std::random_device (printed with `what` so a failure can be replayed);
 // $GOSSAMER_SEED overrides it.
 uint64_t fresh_seed(const std::string& what);
+
+// cudaDeviceSynchronize(); on an error, prints `what` and the error and exits with status 1. A
+// kernel fault is sticky (every later launch and copy of the process fails), so going on would
+// only report later, innocent cases; this names the launch that faulted.
+void sync_or_die(const std::string& what);
 
 // Owning device buffer of n elements of T (cudaMalloc; aborts the test on failure).
 template <class T>
@@ -33,9 +39,13 @@ class DevBuf {
   void upload(const std::vector<T>& h) {
     cudaMemcpy(p_, h.data(), bytes(), cudaMemcpyHostToDevice);
   }
+  // On a failed copy (e.g. after a kernel fault) the result is all 0xff bytes (NaN for floats),
+  // never zeros that a relative-error check would read as a plain mismatch.
   std::vector<T> download() const {
     std::vector<T> h(n_);
-    cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost);
+    if (cudaMemcpy(h.data(), p_, bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::memset(static_cast<void*>(h.data()), 0xff, bytes());
+    }
     return h;
   }
   // Fills with 0xff bytes: NaN for floats, so unwritten outputs are caught.

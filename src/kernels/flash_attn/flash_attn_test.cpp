@@ -101,7 +101,8 @@ std::vector<float> run_gpu(const FlashCase& c, const Inputs& in, bool precise, i
   p.legacy_softmax = legacy;
   const Status st = launch_flash_attn(p, 0);
   EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+  testing::sync_or_die(std::string(c.name) + " variant " + std::to_string(variant) + " stages " +
+                       std::to_string(stages) + (precise ? " precise" : " bf16"));
   return dout.download();
 }
 
