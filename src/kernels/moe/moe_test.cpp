@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iterator>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "common/numerics.h"
@@ -119,11 +120,11 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
     gp.pdl = dp.pdl = v.pdl;
     dact.poison();
     EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+    testing::sync_or_die(std::string(c.name) + " gate_up");
     const double e1 = testing::rel_err(dact.download(), act_ref);
     dres.upload(resid);
     EXPECT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
+    testing::sync_or_die(std::string(c.name) + " down");
     const double e2 = testing::rel_err(dres.download(), out_ref);
     std::printf(
         "moe gate_up pipe %d down pipe %d%s %-36s rel_err gate_up+swiglu %.3g "

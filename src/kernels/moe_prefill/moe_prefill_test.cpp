@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <string>
 #include <thread>
 
 #include "common/numerics.h"
@@ -117,7 +118,7 @@ std::vector<float> run_gpu(const MoePrefillCase& c, const Inputs& in, Device& d,
   d.resid.upload(in.resid);
   const Status st = launch_moe_prefill(p, 0);
   EXPECT_TRUE(st.ok()) << c.name << ": " << st.message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name << " variant " << variant;
+  testing::sync_or_die(std::string(c.name) + " variant " + std::to_string(variant));
   return d.resid.download();
 }
 
