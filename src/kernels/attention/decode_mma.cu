@@ -139,16 +139,8 @@ __device__ __forceinline__ void warp_tile(WarpState<PRECISE>& w, uint32_t kb, in
       }
   }
   uint32_t a[4], al[4];
-  a[0] = pack_bf16(s[0][0], s[0][1]);
-  a[1] = pack_bf16(s[0][2], s[0][3]);
-  a[2] = pack_bf16(s[1][0], s[1][1]);
-  a[3] = pack_bf16(s[1][2], s[1][3]);
-  if constexpr (PRECISE) {
-    al[0] = pack_resid(s[0][0], s[0][1], a[0]);
-    al[1] = pack_resid(s[0][2], s[0][3], a[1]);
-    al[2] = pack_resid(s[1][0], s[1][1], a[2]);
-    al[3] = pack_resid(s[1][2], s[1][3], a[3]);
-  }
+  pack_p_frag(s[0], s[1], a);
+  if constexpr (PRECISE) pack_p_resid(s[0], s[1], a, al);
   const uint32_t vb = kb + kTileBytes;
 #pragma unroll
   for (int nb = 0; nb < 8; nb += 2) {

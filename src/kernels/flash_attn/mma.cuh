@@ -75,6 +75,23 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ uint32_t pack_resid(float lo, float hi, uint32_t packed) {
   return pack_bf16(lo - __uint_as_float(packed << 16), hi - __uint_as_float(packed & 0xffff0000u));
 }
+// The m16n8k16 A fragment of one 16-key k-step of P, built from the two 8-key S accumulator
+// blocks s0 (keys 0..7) and s1 (keys 8..15) of a warp's 16 rows (FA2: P never leaves registers).
+__device__ __forceinline__ void pack_p_frag(const float (&s0)[4], const float (&s1)[4],
+                                            uint32_t (&a)[4]) {
+  a[0] = pack_bf16(s0[0], s0[1]);
+  a[1] = pack_bf16(s0[2], s0[3]);
+  a[2] = pack_bf16(s1[0], s1[1]);
+  a[3] = pack_bf16(s1[2], s1[3]);
+}
+// The bf16 residual fragment of the same P (precise mode), given a from pack_p_frag.
+__device__ __forceinline__ void pack_p_resid(const float (&s0)[4], const float (&s1)[4],
+                                             const uint32_t (&a)[4], uint32_t (&al)[4]) {
+  al[0] = pack_resid(s0[0], s0[1], a[0]);
+  al[1] = pack_resid(s0[2], s0[3], a[1]);
+  al[2] = pack_resid(s1[0], s1[1], a[2]);
+  al[3] = pack_resid(s1[2], s1[3], a[3]);
+}
 
 // ldmatrix x4 (plain / transposed) at smem address a + OFF (OFF folded into the instruction).
 template <int OFF>

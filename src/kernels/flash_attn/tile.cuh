@@ -209,16 +209,8 @@ __device__ __forceinline__ void pv_tile(Frags<W, PRECISE>& f, uint32_t vb, const
 #pragma unroll
   for (int j = 0; j < 4; ++j) {  // k-step: keys 16j .. 16j + 15
     uint32_t a[4], al[4];
-    a[0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
-    a[1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
-    a[2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
-    a[3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
-    if constexpr (PRECISE) {
-      al[0] = pack_resid(s[2 * j][0], s[2 * j][1], a[0]);
-      al[1] = pack_resid(s[2 * j][2], s[2 * j][3], a[1]);
-      al[2] = pack_resid(s[2 * j + 1][0], s[2 * j + 1][1], a[2]);
-      al[3] = pack_resid(s[2 * j + 1][2], s[2 * j + 1][3], a[3]);
-    }
+    pack_p_frag(s[2 * j], s[2 * j + 1], a);
+    if constexpr (PRECISE) pack_p_resid(s[2 * j], s[2 * j + 1], a, al);
     if constexpr (FAST) {  // row sums of this k-step's P: P[16 x 16] x ones[16 x 8]
       mma_bf16(f.la, a, kOnes, kOnes);
       if constexpr (PRECISE) mma_bf16(f.la, al, kOnes, kOnes);

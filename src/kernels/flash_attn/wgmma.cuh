@@ -66,12 +66,7 @@ __device__ __forceinline__ void qk(const F& f, uint32_t kb, float (&s)[8][4]) {
 // P (bf16) as the A fragments of the 4 key k-steps (the m16n8k16 A layout of each warp's rows).
 __device__ __forceinline__ void pack_p(const float (&s)[8][4], uint32_t (&a)[4][4]) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    a[j][0] = pack_bf16(s[2 * j][0], s[2 * j][1]);
-    a[j][1] = pack_bf16(s[2 * j][2], s[2 * j][3]);
-    a[j][2] = pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]);
-    a[j][3] = pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3]);
-  }
+  for (int j = 0; j < 4; ++j) pack_p_frag(s[2 * j], s[2 * j + 1], a[j]);
 }
 // O += P V and la += P ones for the V tile at vb (one commit group).
 template <class F>
