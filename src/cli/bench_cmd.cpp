@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "engine/cuda/cuda_runner.h"  // no CUDA includes: options and their bounds
 #include "model/config.h"
 #include "model/weights.h"
 #ifdef GOSSAMER_HAVE_CUDA
-#include "engine/cuda/cuda_runner.h"
 #include "engine/cuda/kernel_profile.h"
 #endif
 
@@ -265,7 +265,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                 "prefill GEMM activations as bf16 hi + lo (2 GEMMs each, ~fp32 accuracy)");
   cmd->add_option("--flash-variant", args->flash_variant,
                   "prefill flash-attention CTA shape (kernels/flash_attn/params.h); 0 = auto")
-      ->check(CLI::Range(0, 10));
+      ->check(CLI::Range(0, kMaxPrefillFlashVariant));
   cmd->add_flag("--kernel-profile", args->kernel_profile,
                 "after each test, trace a few more iterations with CUPTI (libcupti, loaded only "
                 "then) and print a per-kernel time table");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <string>
 
 #include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
@@ -32,8 +33,10 @@ Status CudaRunnerOptions::validate() const {
   }
   if (max_logit_rows <= 0 || prefill_min_rows < 0)
     return InvalidArgument("cuda runner: max_logit_rows must be > 0, prefill_min_rows >= 0");
-  if (prefill_flash_variant < 0 || prefill_flash_variant > 10)
-    return InvalidArgument("cuda runner: prefill_flash_variant must be in [0, 10]");
+  if (prefill_flash_variant < 0 || prefill_flash_variant > kMaxPrefillFlashVariant) {
+    return InvalidArgument("cuda runner: prefill_flash_variant must be in [0, " +
+                           std::to_string(kMaxPrefillFlashVariant) + "]");
+  }
   return Status::Ok();
 }
 

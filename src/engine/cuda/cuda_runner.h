@@ -17,6 +17,10 @@
 
 namespace gossamer {
 
+// Largest CudaRunnerOptions::prefill_flash_variant: kern::kFlashAttnMaxVariant (checked where
+// both are visible, prefill_forward.cpp; this header has no kernel includes).
+inline constexpr int kMaxPrefillFlashVariant = 10;
+
 struct CudaRunnerOptions {
   KvCacheSpec kv;                 // num_blocks_* == 0: sized from max_seqs * max_seq_len
   int64_t max_seq_len = 8192;     // longest sequence (block tables hold max_seq_len / block_size)

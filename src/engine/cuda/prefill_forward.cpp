@@ -27,6 +27,8 @@
 #include "kernels/sample/params.h"
 #ifdef GOSSAMER_HAVE_FLASH_ATTN
 #include "kernels/flash_attn/params.h"
+static_assert(gossamer::kMaxPrefillFlashVariant == gossamer::kern::kFlashAttnMaxVariant,
+              "CudaRunnerOptions::prefill_flash_variant passes FlashAttnParams::variant through");
 #endif
 #ifdef GOSSAMER_HAVE_MOE_PREFILL
 #include "kernels/moe_prefill/params.h"

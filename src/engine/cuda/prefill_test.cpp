@@ -302,7 +302,7 @@ TEST(CudaPrefill, RejectsBadOptions) {
   o.max_logit_rows = 0;
   EXPECT_FALSE(CudaModelRunner::create_synthetic(c, o, 1).ok());
   o.max_logit_rows = 256;
-  o.prefill_flash_variant = 11;  // FlashAttnParams::variant is 0..10
+  o.prefill_flash_variant = kMaxPrefillFlashVariant + 1;
   r = CudaModelRunner::create_synthetic(c, o, 1);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("prefill_flash_variant"), std::string::npos);

@@ -242,7 +242,7 @@ TEST(FlashAttn, RejectsBadParams) {
   p.n_heads = 8 * 17;  // G = 17 > 16
   EXPECT_FALSE(p.validate().ok());
   p.n_heads = 64;
-  p.variant = 11;
+  p.variant = kFlashAttnMaxVariant + 1;
   EXPECT_FALSE(p.validate().ok());
   p.variant = 8;
   p.precise = true;  // wgmma variants: bf16 only

@@ -16,6 +16,9 @@
 
 namespace gossamer::kern {
 
+// Largest FlashAttnParams::variant (the table below).
+inline constexpr int kFlashAttnMaxVariant = 10;
+
 struct FlashAttnParams {
   const float* q = nullptr;              // [tokens, nh, 64] f32 (rotated)
   const uint16_t* k_cache = nullptr;     // [num_blocks, kvh, block_size, 64] bf16

@@ -27,7 +27,10 @@ Status FlashAttnParams::validate() const {
     return InvalidArgument(ctx + "splits > 1 needs the part_o and part_ml scratch buffers");
   }
   if (!(scale > 0.f)) return InvalidArgument(ctx + "scale must be > 0");
-  if (variant < 0 || variant > 10) return InvalidArgument(ctx + "variant must be in [0, 10]");
+  if (variant < 0 || variant > kFlashAttnMaxVariant) {
+    return InvalidArgument(ctx + "variant must be in [0, " + std::to_string(kFlashAttnMaxVariant) +
+                           "]");
+  }
   if (precise && variant >= 8) return InvalidArgument(ctx + "variants 8..10 (wgmma) are bf16 only");
   if (stages != 0 && (stages < 2 || stages > 5)) {
     return InvalidArgument(ctx + "stages must be 0 (default) or 2..5");
