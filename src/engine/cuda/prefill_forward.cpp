@@ -12,6 +12,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <string>
 
 #include "engine/cuda/forward_parts.h"
 #include "engine/cuda/runner_impl.h"
@@ -254,8 +255,12 @@ std::string CudaModelRunner::prefill_path() const {
   const Impl& m = *impl_;
   if (!m.use_prefill(m.R_max)) return "off (decode kernels for every forward)";
   bool flash = false, grouped = false;
+  std::string flash_rule;
 #ifdef GOSSAMER_HAVE_FLASH_ATTN
   flash = m.opts.prefill_flash_attn;
+  flash_rule = m.opts.prefill_flash_variant == 0
+                   ? kern::flash_attn_auto_rule()
+                   : "variant " + std::to_string(m.opts.prefill_flash_variant);
 #endif
 #ifdef GOSSAMER_HAVE_MOE_PREFILL
   grouped = m.opts.prefill_grouped_moe;
@@ -267,11 +272,7 @@ std::string CudaModelRunner::prefill_path() const {
                                              : "")) +
          ": rmsnorm_f32a_bf16w (bf16 out) | cuBLASLt bf16 GEMM QKV (+bias) | "
          "rope_kv_f32 | " +
-         (flash ? std::string("flash_attn_paged_bf16kv_f32q") +
-                      (m.opts.prefill_flash_variant == 0
-                           ? " (auto: wgmma variant 8 for full attention over >= 512 rows, else "
-                             "mma.sync variant 6)"
-                           : " (variant " + std::to_string(m.opts.prefill_flash_variant) + ")")
+         (flash ? "flash_attn_paged_bf16kv_f32q (" + flash_rule + ")"
                 : std::string("attn_decode_split_bf16kv_f32q (decode fallback)")) +
          " | cvt_f32_bf16 + cuBLASLt GEMM O (+bias, +=residual) | cuBLASLt GEMM router (+bias) + "
          "topk_softmax_f32 | " +

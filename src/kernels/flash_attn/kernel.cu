@@ -292,6 +292,11 @@ Status launch_variant(const FlashAttnParams& p, int variant, int stages, cudaStr
 
 }  // namespace
 
+const char* flash_attn_auto_rule() {  // keep in step with the rule in launch_flash_attn
+  return "auto: narrow variant 1 for <= 16 rows, bf16 wgmma variant 8 for full attention over "
+         ">= 512 rows, else mma.sync variant 6 (precise: 2)";
+}
+
 Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t st) {
   GS_RETURN_IF_ERROR(p.validate());
   // Auto (measured on the H100, docs/attention.md): narrow for decode-sized chunks; in bf16 the

@@ -63,6 +63,9 @@ struct FlashAttnParams {
 // splits) + flash_attn_combine_f32 when splits > 1. No host sync, no allocation.
 Status launch_flash_attn(const FlashAttnParams& p, cudaStream_t stream);
 
+// The variant == 0 rule of launch_flash_attn in words (kernel-path reports).
+const char* flash_attn_auto_rule();
+
 // Number of (query, key) pairs attended by `tokens` consecutive positions p0..p0+tokens-1 of one
 // sequence (for honest FLOP counts: 4 * 64 * nh * pairs).
 double flash_attn_pairs(int64_t p0, int64_t tokens, int64_t window);
