@@ -49,25 +49,37 @@ __device__ __forceinline__ void segment_mb(const FlashAttnParams& p, Frags<W, PR
                                            uint32_t fbar, uint32_t gbase, uint32_t ones) {
   const uint32_t ebar = fbar + 8 * S;
   auto kbase = [&](int i) { return ring0 + ((gbase + i) % S) * 2 * kTileBytes; };
-  auto fill = [&](int i) {  // tile i of the segment -> slot of running tile g
+  // Fill of tile i into the slot of running tile g; its block-table reads (tile_blocks) were
+  // issued one iteration earlier into blk, so their latency overlaps the previous tile's work.
+  int blk[kChunks<W>];
+  auto lookup = [&](int i) { tile_blocks<W, WG>(p, table, tbeg + i, kmin, kmax, blk); };
+  auto fill = [&](int i) {
     const uint32_t g = gbase + i, slot = g % S;
     if (g >= S) mbar_wait(ebar + 8 * slot, (g / S - 1) & 1);
-    load_tile<W, WG>(p, table, kh, tbeg + i, kmin, kmax, ring0 + slot * 2 * kTileBytes);
+    load_tile<W, WG>(p, kh, tbeg + i, blk, ring0 + slot * 2 * kTileBytes);
     mbar_cp_arrive(fbar + 8 * slot);
+    if (i + 1 < nt) lookup(i + 1);
   };
   auto wait_full = [&](int i) { mbar_wait(fbar + 8 * ((gbase + i) % S), ((gbase + i) / S) & 1); };
   auto release = [&](int i) { mbar_arrive(ebar + 8 * ((gbase + i) % S)); };
+  if (nt > 0) lookup(0);
   for (int i = 0; i < min(S - 2, nt); ++i) fill(i);
   if constexpr (WG) {
     static_assert(!PRECISE && FAST && W % 4 == 0 && S >= 3, "wgmma: bf16, fast softmax, S >= 3");
     float s[8][4];
     uint32_t a[4][4];
+    // Slot descriptors: slot 0's, moved by (2 kTileBytes >> 4) per slot (wgmma.cuh).
+    constexpr uint32_t kSlotStep = 2 * kTileBytes >> 4;
+    const uint64_t dk0 = wg::k_desc(ring0), dv0 = wg::v_desc(ring0 + kTileBytes);
+    const uint64_t dones = wg::desc(ones, 128, 1024);
+    auto dk = [&](int i) { return dk0 + ((gbase + i) % S) * kSlotStep; };
+    auto dv = [&](int i) { return dv0 + ((gbase + i) % S) * kSlotStep; };
     // The tiles reach smem through cp.async (generic proxy) and are read by wgmma (async proxy):
     // each reader fences after the full barrier (fence.proxy.async) before its first wgmma.
     if (nt > 0) {
       wait_full(0);
       wg::fence_async_smem();
-      wg::qk(f, kbase(0), s);
+      wg::qk(f, dk(0), s);
       wg::wait<0>();
       wg::fence_regs(s);
       softmax_tile<W, PRECISE, FAST>(f, r, tbeg, c, s);
@@ -79,8 +91,8 @@ __device__ __forceinline__ void segment_mb(const FlashAttnParams& p, Frags<W, PR
       // The last tile issues a dummy Q K^T on its own K (still held) so that every iteration
       // has the same wgmma groups (ptxas tracks wait_group counts only on straight-line code).
       if (more) wait_full(i + 1), wg::fence_async_smem();
-      wg::qk(f, kbase(more ? i + 1 : i), s);
-      wg::pv(f, kbase(i) + kTileBytes, ones, a);
+      wg::qk(f, dk(more ? i + 1 : i), s);
+      wg::pv(f, dv(i), dones, a);
       wg::wait<1>();  // Q K^T(i + 1) done; P V(i) may still run
       wg::fence_regs(s);
       float alpha[2];

@@ -46,25 +46,60 @@ struct Frags {
   float la[4];                      // row-sum MMA accumulator (FAST): rows g (0, 1), g + 8 (2, 3)
 };
 
-// Copies key tile kt (keys kt*64 ..) of K and V into ring slot `base` (smem address): the
-// XOR-swizzled layout of the ldmatrix path, or (WG) the wgmma core-matrix layout (wgmma.cuh), with
-// 8 consecutive threads on 8 keys of one chunk (one 128-B core-matrix row block per 8 lanes).
+// The ring fill of key tile kt is split in two steps so that the MB loop can issue the block-table
+// reads one tile ahead (their L2 latency was the kernel's top stall, docs/attention.md):
+// tile_blocks reads the physical blocks of this thread's chunks, load_tile copies them. Chunk idx
+// = tid + j W 32 (j < kChunks<W>) of the tile's 64 keys x 8 16-byte chunks; 8 consecutive threads
+// take 8 keys of one chunk in the wgmma (WG) layout (one 128-B core-matrix row block per 8 lanes).
+template <int W>
+inline constexpr int kChunks = (kBc * 8 + W * 32 - 1) / (W * 32);
+
+template <bool WG>
+__device__ __forceinline__ int chunk_row(int idx) {
+  return WG ? 8 * (idx >> 6) + (idx & 7) : idx >> 3;
+}
+template <bool WG>
+__device__ __forceinline__ int chunk_ch(int idx) {
+  return WG ? (idx >> 3) & 7 : idx & 7;
+}
+
+// blk[j]: physical block of chunk j's key, -1 when the key is outside [kmin, kmax] or the table.
+template <int W, bool WG>
+__device__ __forceinline__ void tile_blocks(const FlashAttnParams& p, const int32_t* table, int kt,
+                                            int kmin, int kmax, int (&blk)[kChunks<W>]) {
+#pragma unroll
+  for (int j = 0; j < kChunks<W>; ++j) {
+    const int idx = threadIdx.x + j * W * 32;
+    const int key = kt * kBc + chunk_row<WG>(idx);
+    const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
+    const bool ok = idx < kBc * 8 && key >= kmin && key <= kmax && bi < p.max_blocks;
+    blk[j] = ok ? table[bi] : -1;
+  }
+}
+
+// Copies K and V of key tile kt into ring slot `base` (smem address), blocks from tile_blocks:
+// the XOR-swizzled layout of the ldmatrix path or (WG) the wgmma core-matrix layout (wgmma.cuh).
+template <int W, bool WG = false>
+__device__ __forceinline__ void load_tile(const FlashAttnParams& p, int kh, int kt,
+                                          const int (&blk)[kChunks<W>], uint32_t base) {
+#pragma unroll
+  for (int j = 0; j < kChunks<W>; ++j) {
+    const int idx = threadIdx.x + j * W * 32;
+    if (idx >= kBc * 8) break;
+    const int row = chunk_row<WG>(idx), ch = chunk_ch<WG>(idx);
+    const int key = kt * kBc + row;
+    const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
+    const uint32_t dst = WG ? base + ((row >> 3) * 8 + ch) * 128 + (row & 7) * 16
+                            : base + (row * 8 + (ch ^ (row & 7))) * 16;
+    cp_async_kv_chunk_at(p, kh, key, bi, blk[j], blk[j] >= 0, ch, dst, kTileBytes);
+  }
+}
 template <int W, bool WG = false>
 __device__ __forceinline__ void load_tile(const FlashAttnParams& p, const int32_t* table, int kh,
                                           int kt, int kmin, int kmax, uint32_t base) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int idx = tid; idx < kBc * 8; idx += W * 32) {
-    const int row = WG ? 8 * (idx >> 6) + (idx & 7) : idx >> 3;
-    const int ch = WG ? (idx >> 3) & 7 : idx & 7;
-    const int key = kt * kBc + row;
-    const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
-    const bool ok = key >= kmin && key <= kmax && bi < p.max_blocks;
-    const int blk = ok ? table[bi] : 0;
-    const uint32_t dst = WG ? base + ((row >> 3) * 8 + ch) * 128 + (row & 7) * 16
-                            : base + (row * 8 + (ch ^ (row & 7))) * 16;
-    cp_async_kv_chunk_at(p, kh, key, bi, blk, ok, ch, dst, kTileBytes);
-  }
+  int blk[kChunks<W>];
+  tile_blocks<W, WG>(p, table, kt, kmin, kmax, blk);
+  load_tile<W, WG>(p, kh, kt, blk, base);
 }
 
 // Lane address offsets into a 128-B-aligned swizzled tile (key k, chunk c at k * 128 +
@@ -158,12 +193,17 @@ __device__ __forceinline__ void tile_max(const Frags<W, PRECISE>& f, const Rows&
         if (key < r.lo[e >> 1] || key > r.pos[e >> 1]) s[nb][e] = -INFINITY;
       }
   }
-  mx[0] = f.m[0];
-  mx[1] = f.m[1];
+  // Pairwise tree (depth 4 instead of a chain of 16 dependent FMNMX; max is exact in any order).
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb) {
-    mx[0] = fmaxf(mx[0], fmaxf(s[nb][0], s[nb][1]));
-    mx[1] = fmaxf(mx[1], fmaxf(s[nb][2], s[nb][3]));
+  for (int e = 0; e < 2; ++e) {
+    float t[8];
+#pragma unroll
+    for (int nb = 0; nb < 8; ++nb) t[nb] = fmaxf(s[nb][2 * e], s[nb][2 * e + 1]);
+#pragma unroll
+    for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+      for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+    mx[e] = fmaxf(f.m[e], t[0]);
   }
 #pragma unroll
   for (int e = 0; e < 2; ++e) {

@@ -48,19 +48,27 @@ __device__ __forceinline__ void m64n8k16(float (&d)[4], const uint32_t (&a)[4], 
 // S = Q K^T as 4 m64n64k16 (Q from registers, K from the ring slot), O += P V as 4 m64n64k16
 // (P from registers, V transposed), row sums of P by m64n8k16 against a [16 x 8] ones tile.
 
+// Descriptors are built once per kernel for ring slot 0 (k_desc / v_desc) and moved by adding
+// (byte offset >> 4) to their address field (bits 0..13): ring slot s at + s * kSlotStep, k-step
+// ks of K at + 16 ks, of V at + 128 ks. (Rebuilding each descriptor from an address cost ~8
+// uniform-datapath instructions per wgmma, a fifth of the kernel's instructions: ncu, H100.)
+// K as the K-major B of Q K^T: LBO = 128 (next 8 dims), SBO = 1024 (next 8 keys).
+__device__ __forceinline__ uint64_t k_desc(uint32_t kb) {
+  return desc(kb, 128, 1024);
+}
 // V as the transposed (MN-major) B of P V: LBO = 1024 (next 8 keys along K), SBO = 128 (next 8
 // dims along N); the other order faults on the device (H100, 2026-11-22).
 __device__ __forceinline__ uint64_t v_desc(uint32_t vb) {
   return desc(vb, 1024, 128);
 }
 
-// s = Q K^T for the K tile at smem address kb (one commit group).
+// s = Q K^T for the K tile of descriptor dk (one commit group).
 template <class F>
-__device__ __forceinline__ void qk(const F& f, uint32_t kb, float (&s)[8][4]) {
+__device__ __forceinline__ void qk(const F& f, uint64_t dk, float (&s)[8][4]) {
   fence();
-  m64n64k16<0, 0>(s, f.qh[0], desc(kb, 128, 1024));
+  m64n64k16<0, 0>(s, f.qh[0], dk);
 #pragma unroll
-  for (int ks = 1; ks < 4; ++ks) m64n64k16<1, 0>(s, f.qh[ks], desc(kb + 256 * ks, 128, 1024));
+  for (int ks = 1; ks < 4; ++ks) m64n64k16<1, 0>(s, f.qh[ks], dk + 16 * ks);  // + 256 B
   commit();
 }
 // P (bf16) as the A fragments of the 4 key k-steps (the m16n8k16 A layout of each warp's rows).
@@ -68,14 +76,14 @@ __device__ __forceinline__ void pack_p(const float (&s)[8][4], uint32_t (&a)[4][
 #pragma unroll
   for (int j = 0; j < 4; ++j) pack_p_frag(s[2 * j], s[2 * j + 1], a[j]);
 }
-// O += P V and la += P ones for the V tile at vb (one commit group).
+// O += P V and la += P ones for the V tile of descriptor dv, ones tile dones (one commit group).
 template <class F>
-__device__ __forceinline__ void pv(F& f, uint32_t vb, uint32_t ones, const uint32_t (&a)[4][4]) {
+__device__ __forceinline__ void pv(F& f, uint64_t dv, uint64_t dones, const uint32_t (&a)[4][4]) {
   fence();
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    m64n64k16<1, 1>(f.o, a[j], v_desc(vb + 2048 * j));
-    m64n8k16(f.la, a[j], desc(ones, 128, 1024));
+    m64n64k16<1, 1>(f.o, a[j], dv + 128 * j);  // + 2048 B: the next 16 keys
+    m64n8k16(f.la, a[j], dones);
   }
   commit();
 }
