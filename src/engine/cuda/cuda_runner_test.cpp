@@ -72,7 +72,9 @@ ModelConfig small_config(std::mt19937_64& rng) {
   return cudatest::small_config(rng, 3, 1);
 }
 
-void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max_step_tokens) {
+// bs: KV block size (a divisor of 512); both pools hold 512 token slots.
+void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max_step_tokens,
+                  int bs = 16) {
   f->dir = fs::temp_directory_path() / ("gossamer_cuda_test_" + std::to_string(seed));
   SynthOptions so;
   so.config = cfg;
@@ -82,7 +84,7 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max
   auto m = load_model(f->dir.string());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   f->model = *m;
-  f->kv = KvCacheSpec{16, 32, 32};
+  f->kv = KvCacheSpec{bs, 512 / bs, 512 / bs};
   auto cpu = make_cpu_runner(f->model, f->kv, 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   f->cpu = std::move(*cpu);
@@ -119,8 +121,10 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> prompt(prompt_len);
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % V);
-  std::vector<int32_t> table(16);
-  for (int i = 0; i < 16; ++i) table[i] = 31 - i;  // non-trivial physical block order
+  // 256 positions, physical blocks in reverse order (non-trivial block table).
+  const int64_t nb = 256 / f.kv.block_size;
+  std::vector<int32_t> table(nb);
+  for (int64_t i = 0; i < nb; ++i) table[i] = static_cast<int32_t>(f.kv.num_blocks_full - 1 - i);
   SeqChunk c{prompt, 0, table, table, LogitsMode::kAll};
   StepOutput oc, ob, og;
   ASSERT_TRUE(f.cpu->step({&c, 1}, &oc).ok());
@@ -173,14 +177,16 @@ TEST(CudaRunner, MatchesCpuReferenceOnRandomSmallModels) {
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < 2; ++trial) {
     const ModelConfig cfg = small_config(rng);
-    std::printf(
-        "config: hidden %lld inter %lld heads %lld/%lld vocab %lld\n",
-        static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.intermediate_size),
-        static_cast<long long>(cfg.num_attention_heads),
-        static_cast<long long>(cfg.num_key_value_heads), static_cast<long long>(cfg.vocab_size));
+    // Trial 1 splits the prefill into sub-batches of 7 tokens and uses KV blocks of 8 or 32.
+    const int bs = trial == 0 ? 16 : (rng() % 2 ? 8 : 32);
+    std::printf("config: hidden %lld inter %lld heads %lld/%lld vocab %lld, kv blocks of %d\n",
+                static_cast<long long>(cfg.hidden_size),
+                static_cast<long long>(cfg.intermediate_size),
+                static_cast<long long>(cfg.num_attention_heads),
+                static_cast<long long>(cfg.num_key_value_heads),
+                static_cast<long long>(cfg.vocab_size), bs);
     Fixture f;
-    // Trial 1 splits the prefill into sub-batches of 7 tokens.
-    make_fixture(&f, cfg, rng(), trial == 0 ? 64 : 7);
+    make_fixture(&f, cfg, rng(), trial == 0 ? 64 : 7, bs);
     if (HasFatalFailure()) return;
     run_sequence(f, rng(), 21, 40);
   }

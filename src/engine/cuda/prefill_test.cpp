@@ -10,8 +10,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <string>
 
 #include "engine/cpu_runner.h"
 #include "engine/cuda/cuda_runner.h"
@@ -33,7 +35,12 @@ using cudatest::RowStats;
 // - Split mode (prefill_split_bf16: GEMM activations as bf16 hi + lo, ~fp32): the prefill path
 //   must match the CPU like the decode path does, up to the few rows where a near-tied top-4-of-8
 //   routing choice flips in these tiny random models (5-25% on that row; seen on the decode
-//   path too, docs/cuda.md): >= 90% of rows within 1e-2, median <= `median`, none beyond 0.3.
+//   path too, docs/cuda.md): >= 90% of rows within 1e-2, median <= `median`, none beyond 0.5.
+//   A flip can exceed 0.3: H100 2026-11-22, GOSSAMER_SEED=13812178932528201610, config 2 (hidden
+//   64, 8/2 heads, window 8): prompt row 105 at 0.352 in every prefill mode and the next 7 rows
+//   (its window) at 0.016..0.059; the CPU's layer-1 router logits of that row have their 4th and
+//   5th largest 1.2e-4 apart (median gap over rows 0.27); KV blocks of 8 / 16 / 32 give the same
+//   rows (GOSSAMER_TEST_KV_BS, GOSSAMER_TEST_CPU_DUMP: the diagnosis switches of this test).
 // - Default mode (plain bf16 GEMM activations, ~2^-9 rounding each, router GEMM on hi + lo):
 //   the issue's bound, expect_issue below. Other runners without a tighter bound are checked
 //   loosely (median <= 3e-2, max <= 0.5; a wrong rotation, slot or GEMM gives O(1) errors), the
@@ -41,12 +48,22 @@ using cudatest::RowStats;
 // Measured (H200, 2 runs x 3 configs): decode path vs cpu median 5e-5..3e-4; split bf16 with
 // the decode attention / MoE kernels 3e-4..7e-4 (max 1.1e-3 outside routing flips); split bf16
 // with flash_attn + moe_prefill 1.4e-3..3e-3.
+
+// Prints the indices (and errors) of the first rows beyond 1e-2: which prompt positions part.
+void print_far_rows(const std::vector<double>& e, const char* what) {
+  std::string far;
+  int n = 0;
+  for (size_t i = 0; i < e.size() && n < 12; ++i)
+    if (e[i] > 1e-2) far += " " + std::to_string(i) + ":" + std::to_string(e[i]), ++n;
+  if (n > 0) std::printf("  rows beyond 1e-2 (%s):%s\n", what, far.c_str());
+}
 void expect_close(const std::vector<double>& e, const char* what, double median = 5e-3) {
   const RowStats s = row_stats(e, 1e-2, what);
+  print_far_rows(e, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_GE(s.within, static_cast<int>(0.9 * s.n)) << what;
   EXPECT_LE(s.median, median) << what;
-  EXPECT_LE(s.max, 0.3) << what;
+  EXPECT_LE(s.max, 0.5) << what;
 }
 // Split mode through flash_attn + moe_prefill: the grouped MoE GEMMs take bf16 activations even
 // in split mode (docs/moe-prefill.md), so these rows sit between the two modes: measured median
@@ -108,6 +125,7 @@ struct Fixture {
   std::shared_ptr<LoadedModel> model;
   std::unique_ptr<ModelRunner> cpu;
   std::unique_ptr<CudaModelRunner> gpu[kRunners];
+  int bs = 16;  // paged KV block size of every runner
   ~Fixture() {
     cpu.reset();
     for (auto& g : gpu) g.reset();
@@ -117,11 +135,12 @@ struct Fixture {
   }
 };
 
-constexpr int kMaxSeq = 512, kBs = 16;
+constexpr int kMaxSeq = 512;
 
-Result<std::unique_ptr<CudaModelRunner>> gpu_runner(const LoadedModel& m, Runner which) {
+// bs: paged KV block size (tokens), a divisor of kMaxSeq.
+Result<std::unique_ptr<CudaModelRunner>> gpu_runner(const LoadedModel& m, Runner which, int bs) {
   CudaRunnerOptions o;
-  o.kv = KvCacheSpec{kBs, kMaxSeq / kBs, kMaxSeq / kBs};
+  o.kv = KvCacheSpec{bs, kMaxSeq / bs, kMaxSeq / bs};
   o.max_seq_len = kMaxSeq;
   o.max_seqs = 2;
   o.max_step_tokens = which == kChunked ? 64 : 512;
@@ -134,7 +153,8 @@ Result<std::unique_ptr<CudaModelRunner>> gpu_runner(const LoadedModel& m, Runner
   return CudaModelRunner::create(m, o);
 }
 
-void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed) {
+void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int bs) {
+  f->bs = bs;
   f->dir = fs::temp_directory_path() / ("gossamer_prefill_test_" + std::to_string(seed));
   SynthOptions so;
   so.config = cfg;
@@ -147,11 +167,16 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed) {
   CpuRunnerOptions co;
   co.threads = 2;
   co.kv_bf16 = true;
-  auto cpu = make_cpu_runner(f->model, KvCacheSpec{kBs, kMaxSeq / kBs, kMaxSeq / kBs}, co);
+  // GOSSAMER_TEST_CPU_DUMP=dir: the CPU runner's per-layer activations (.npy) for diagnosis.
+  if (const char* e = std::getenv("GOSSAMER_TEST_CPU_DUMP")) {
+    co.dump_dir = std::string(e) + "/vocab" + std::to_string(cfg.vocab_size);
+    fs::create_directories(co.dump_dir);
+  }
+  auto cpu = make_cpu_runner(f->model, KvCacheSpec{bs, kMaxSeq / bs, kMaxSeq / bs}, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   f->cpu = std::move(*cpu);
   for (int i = 0; i < kRunners; ++i) {
-    auto g = gpu_runner(*f->model, static_cast<Runner>(i));
+    auto g = gpu_runner(*f->model, static_cast<Runner>(i), bs);
     ASSERT_TRUE(g.ok()) << kRunnerNames[i] << ": " << g.status().ToString();
     f->gpu[i] = std::move(*g);
   }
@@ -187,7 +212,7 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   const int64_t V = f.model->config.vocab_size;
   std::vector<int32_t> prompt(prompt_len);
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % V);
-  std::vector<int32_t> table(kMaxSeq / kBs);
+  std::vector<int32_t> table(kMaxSeq / f.bs);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(table.size() - 1 - i);
   SeqChunk c{prompt, 0, table, table, LogitsMode::kAll};
   StepOutput oc;
@@ -276,14 +301,21 @@ TEST(CudaPrefill, MatchesCpuAndTokenAtATimeOnRandomSmallModels) {
   for (int trial = 0; trial < 3; ++trial) {
     const ModelConfig cfg = small_config(rng);
     const int len = 30 + static_cast<int>(rng() % 271);
+    // KV block size: 16 (the default) in the first trial, then one of 8, 32, 64 (a K/V tile of
+    // the attention kernels spans several blocks or less than one).
+    // GOSSAMER_TEST_KV_BS=N forces N in every trial (diagnosis: same seed, other block size).
+    constexpr int kOtherBs[] = {8, 32, 64};
+    int bs = trial == 0 ? 16 : kOtherBs[rng() % 3];
+    if (const char* e = std::getenv("GOSSAMER_TEST_KV_BS")) bs = std::atoi(e);
     std::printf(
-        "config: hidden %lld inter %lld heads %lld/%lld vocab %lld window %lld, prompt %d\n",
+        "config: hidden %lld inter %lld heads %lld/%lld vocab %lld window %lld, prompt %d, kv "
+        "blocks of %d\n",
         static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.intermediate_size),
         static_cast<long long>(cfg.num_attention_heads),
         static_cast<long long>(cfg.num_key_value_heads), static_cast<long long>(cfg.vocab_size),
-        static_cast<long long>(cfg.sliding_window), len);
+        static_cast<long long>(cfg.sliding_window), len, bs);
     Fixture f;
-    make_fixture(&f, cfg, rng());
+    make_fixture(&f, cfg, rng(), bs);
     if (HasFatalFailure()) return;
     run_case(f, rng, len, 12);
     if (HasFatalFailure()) return;

@@ -15,6 +15,7 @@ struct FlashCase {
   int variant;      // FlashAttnParams::variant (0 auto, 1 narrow, 2 wide)
   int check_every;  // test: compare every n-th token with the fp64 reference (+ the last one)
   bool in_test;
+  int block_size = 16;  // paged KV block size (tokens); the engine allows 1..1024
 };
 
 inline constexpr FlashCase kFlashCases[] = {
@@ -34,6 +35,13 @@ inline constexpr FlashCase kFlashCases[] = {
     {"T2048 64/8 p0 1000 sliding 128", 1, 2048, 1000, 64, 8, 128, 2.f, 4.f, 1, 0, 61, true},
     {"T2048 8/1 (G=8) p0 300 full", 1, 2048, 300, 8, 1, 0, 2.f, 4.f, 1, 0, 17, true},
     {"T2048 64/8 p0 16384 full (depth)", 1, 2048, 16384, 64, 8, 0, 2.f, 4.f, 1, 0, 127, true},
+    // Other paged block sizes: a K/V tile of 64 keys then spans 2 (32) or 13 (5) blocks, or one
+    // block covers several tiles (128).
+    {"3 seqs x T100 64/8 p0 500 full, blocks of 32", 3, 100, 500, 64, 8, 0, 2.f, 4.f, 1, 0, 3, true,
+     32},
+    {"2 seqs x T90 64/8 p0 300 sliding 128, blocks of 5", 2, 90, 300, 64, 8, 128, 2.f, 4.f, 1, 0, 3,
+     true, 5},
+    {"T600 64/8 p0 700 full, blocks of 128", 1, 600, 700, 64, 8, 0, 2.f, 4.f, 1, 0, 7, true, 128},
     // Bench only (one gpt-oss layer: 64 q heads, 8 kv heads).
     {"T512 p0 0 full", 1, 512, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
     {"T512 p0 0 sliding 128", 1, 512, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   for (const auto& c : kFlashCases) {
     if (c.in_test) continue;
     if (argc > 1 && !std::strstr(c.name, argv[1])) continue;
-    const int bs = 16, D = 64, T = c.tokens, ctx = c.p0 + T;
+    const int bs = c.block_size, D = 64, T = c.tokens, ctx = c.p0 + T;
     const int max_blocks = (ctx + bs - 1) / bs;
     const size_t ncache = static_cast<size_t>(max_blocks) * c.n_kv_heads * bs * D;
     testing::DevBuf<uint16_t> k(ncache), v(ncache);
@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     p.tokens = T;
     p.n_heads = c.n_heads;
     p.n_kv_heads = c.n_kv_heads;
+    p.block_size = bs;
     p.max_blocks = max_blocks;
     p.num_blocks = max_blocks;
     p.window = c.window;

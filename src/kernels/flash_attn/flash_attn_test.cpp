@@ -16,7 +16,7 @@ namespace gossamer::kern {
 namespace {
 
 using testing::DevBuf;
-constexpr int kBs = 16, kD = 64;
+constexpr int kD = 64;
 
 // Host inputs of one case: sequences with p0_s cached positions followed by `tokens` new ones
 // (rows of a sequence contiguous), K/V random over a shuffled set of physical blocks.
@@ -24,16 +24,18 @@ struct Inputs {
   std::vector<int32_t> pos, row_seq, table;
   std::vector<uint16_t> kc, vc;
   std::vector<float> q, sinks;
-  int tokens = 0, max_blocks = 0, num_blocks = 0;
+  int tokens = 0, max_blocks = 0, num_blocks = 0, block_size = 16;
 };
 
 Inputs make_inputs(const FlashCase& c, std::mt19937_64& rng) {
   Inputs in;
+  const int bs = c.block_size;
+  in.block_size = bs;
   std::vector<int> p0(c.seqs);
   std::uniform_int_distribution<int> dp0(c.p0 / 2, c.p0);
   for (int s = 0; s < c.seqs; ++s) {
     p0[s] = dp0(rng);
-    const int nb = (p0[s] + c.tokens + kBs - 1) / kBs;
+    const int nb = (p0[s] + c.tokens + bs - 1) / bs;
     in.max_blocks = std::max(in.max_blocks, nb + 1);
     in.num_blocks += nb;
   }
@@ -43,7 +45,7 @@ Inputs make_inputs(const FlashCase& c, std::mt19937_64& rng) {
   in.table.assign(static_cast<size_t>(c.seqs) * in.max_blocks, 1 << 30);  // unused: invalid id
   size_t next = 0;
   for (int s = 0; s < c.seqs; ++s) {
-    for (int b = 0; b < (p0[s] + c.tokens + kBs - 1) / kBs; ++b)
+    for (int b = 0; b < (p0[s] + c.tokens + bs - 1) / bs; ++b)
       in.table[static_cast<size_t>(s) * in.max_blocks + b] = phys[next++];
     for (int t = 0; t < c.tokens; ++t) {
       in.pos.push_back(p0[s] + t);
@@ -51,7 +53,7 @@ Inputs make_inputs(const FlashCase& c, std::mt19937_64& rng) {
     }
   }
   in.tokens = c.seqs * c.tokens;
-  const size_t ncache = static_cast<size_t>(in.num_blocks) * c.n_kv_heads * kBs * kD;
+  const size_t ncache = static_cast<size_t>(in.num_blocks) * c.n_kv_heads * bs * kD;
   in.kc = testing::rand_bf16(rng, ncache, -1.f, 1.f);
   in.vc = testing::rand_bf16(rng, ncache, -1.f, 1.f);
   in.q = testing::rand_f32(rng, static_cast<size_t>(in.tokens) * c.n_heads * kD, -c.q_amp, c.q_amp);
@@ -90,7 +92,7 @@ std::vector<float> run_gpu(const FlashCase& c, const Inputs& in, bool precise, i
   p.tokens = in.tokens;
   p.n_heads = c.n_heads;
   p.n_kv_heads = c.n_kv_heads;
-  p.block_size = kBs;
+  p.block_size = in.block_size;
   p.max_blocks = in.max_blocks;
   p.num_blocks = in.num_blocks;
   p.window = c.window;
@@ -130,7 +132,7 @@ Ref reference(const FlashCase& c, const Inputs& in) {
   shape.batch = static_cast<int>(ref.sel.size());
   shape.n_heads = c.n_heads;
   shape.n_kv_heads = c.n_kv_heads;
-  shape.block_size = kBs;
+  shape.block_size = in.block_size;
   shape.max_blocks = in.max_blocks;
   shape.num_blocks = in.num_blocks;
   shape.window = c.window;
@@ -196,7 +198,8 @@ TEST(FlashAttn, AllVariantsMatch) {
   std::mt19937_64 rng(testing::fresh_seed("flash_attn variants"));
   const char* names[] = {"T7 64/8 p0 150 sliding 128", "3 seqs x T100 64/8 p0 500 full",
                          "5 seqs x T13 12/3 (G=4) sliding 64",
-                         "T40 64/8 p0 3000 sliding 128 splits 5"};
+                         "T40 64/8 p0 3000 sliding 128 splits 5",
+                         "2 seqs x T90 64/8 p0 300 sliding 128, blocks of 5"};
   double worst[2] = {0, 0};
   for (const auto& c : kFlashCases) {
     if (std::find_if(std::begin(names), std::end(names),
