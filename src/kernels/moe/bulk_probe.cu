@@ -43,7 +43,60 @@ __global__ void __launch_bounds__(64, 1)
   }
 }
 
+// The same stream through the LSU path instead of the TMA unit: every thread (kLsuThreads)
+// copies 16-byte pieces t, t + kLsuThreads, ... of each chunk with cp.async (LDGSTS) and arrives
+// on the slot's full barrier when its copies land (cp.async.mbarrier.arrive.noinc); the threads
+// wait for chunk i's slot and refill it with chunk i + stages (nothing reads the data).
+constexpr int kLsuThreads = 256;
+
+__global__ void __launch_bounds__(kLsuThreads, 1)
+    moe_lsu_probe(const uint8_t* src, size_t per_block, int chunk, int stages) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  auto* full = reinterpret_cast<uint64_t*>(smem + static_cast<size_t>(stages) * chunk);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(full + s, kLsuThreads);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int n = static_cast<int>(per_block / chunk), pieces = chunk / 16;
+  const uint8_t* base = src + blockIdx.x * per_block;
+  auto fill = [&](int i) {
+    const int s = i % stages;
+    const uint8_t* from = base + static_cast<size_t>(i) * chunk;
+    const uint32_t to = smem_addr(smem + static_cast<size_t>(s) * chunk);
+    for (int k = threadIdx.x; k < pieces; k += kLsuThreads) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to + 16 * k),
+                   "l"(from + 16 * k)
+                   : "memory");
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(full + s))
+                 : "memory");
+  };
+  for (int i = 0; i < min(stages, n); ++i) fill(i);
+  for (int i = 0; i < n; ++i) {
+    mbar_wait(full + i % stages, (i / stages) & 1);
+    if (i + stages < n) fill(i + stages);
+  }
+}
+
 }  // namespace
+
+Status launch_moe_lsu_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
+                            int ring_bytes, cudaStream_t s) {
+  if (chunk <= 0 || chunk % 16 != 0 || per_block % chunk != 0 ||
+      reinterpret_cast<uintptr_t>(src) % 16 != 0) {
+    return InvalidArgument(
+        "moe_lsu_probe: chunk must be a positive multiple of 16 dividing "
+        "per_block, src 16-byte aligned");
+  }
+  const int stages = std::max(1, std::min(400, ring_bytes / chunk));
+  const size_t smem = static_cast<size_t>(stages) * chunk + stages * 8;
+  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(moe_lsu_probe),
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem)));
+  moe_lsu_probe<<<blocks, kLsuThreads, smem, s>>>(src, per_block, chunk, stages);
+  return launch_status("moe_lsu_probe");
+}
 
 Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
                              int ring_bytes, cudaStream_t s) {

@@ -39,18 +39,21 @@ static void bulk_probe(double ceil) {
   const size_t per_block = 11520 * 24, set = per_block * sms;
   testing::DevBuf<uint8_t> buf(kSets * set + 256);
   cudaMemset(buf.get(), 0x11, buf.bytes());
-  for (int chunk : {512, 2048, 11520, 23040, 46080}) {
-    for (int offset : {0, 32}) {
-      int it = 0;
-      const double ms = testing::time_ms(
-          [&] {
-            (void)launch_moe_bulk_probe(buf.get() + (it++ % kSets) * set + offset, per_block, sms,
-                                        chunk, 184320, 0);
-          },
-          32);
-      testing::print_bench_line(
-          "bulk probe chunk " + std::to_string(chunk) + " B offset " + std::to_string(offset),
-          static_cast<double>(set), ms, ceil);
+  for (int lsu = 0; lsu < 2; ++lsu) {
+    for (int chunk : {512, 2048, 11520, 23040, 46080}) {
+      for (int offset : {0, 32}) {
+        int it = 0;
+        const double ms = testing::time_ms(
+            [&] {
+              const uint8_t* src = buf.get() + (it++ % kSets) * set + offset;
+              (void)(lsu ? launch_moe_lsu_probe(src, per_block, sms, chunk, 184320, 0)
+                         : launch_moe_bulk_probe(src, per_block, sms, chunk, 184320, 0));
+            },
+            32);
+        testing::print_bench_line(std::string(lsu ? "cp.async" : "bulk") + " probe chunk " +
+                                      std::to_string(chunk) + " B offset " + std::to_string(offset),
+                                  static_cast<double>(set), ms, ceil);
+      }
     }
   }
 }

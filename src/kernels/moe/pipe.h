@@ -21,6 +21,9 @@ bool moe_down_bulk_supported(const MoeDownParams& p);
 
 // Bench probe (bulk_probe.cu): `blocks` blocks each stream per_block contiguous bytes of src
 // through a ring of ring_bytes with bulk copies of `chunk` bytes (no compute).
+// As launch_moe_bulk_probe through cp.async (the LSU path) by 256 threads per block.
+Status launch_moe_lsu_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
+                            int ring_bytes, cudaStream_t s);
 Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
                              int ring_bytes, cudaStream_t s);
 
