@@ -88,15 +88,31 @@ std::string CudaModelRunner::kernel_path(int rows) const {
   router.hidden = static_cast<int>(m.cfg.hidden_size);
   router.n_experts = static_cast<int>(m.cfg.num_local_experts);
   router.batch = rows;
-  return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(rows) + " | " +
+  // Only the shape fields matter for the GEMV variant's name.
+  unsigned long long key = 0;  // a non-null argmax pointer names the argmax variant
+  const auto gemv = [&](int out, int in, bool argmax) {
+    kern::GemvParams g;
+    g.rows = out;
+    g.cols = in;
+    g.batch = rows;
+    g.argmax = argmax ? &key : nullptr;
+    return std::string(kern::gemv_variant(g));
+  };
+  const int hidden = static_cast<int>(m.cfg.hidden_size);
+  const int qdim = static_cast<int>(m.cfg.num_attention_heads * m.cfg.head_dim);
+  kern::QkvRopeParams qkv;
+  qkv.batch = rows;
+  qkv.hidden = hidden;
+  return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(qkv) + " | " +
          kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) +
-         " | o_proj " + kern::gemv_variant(rows) + "+residual | " +
+         " | o_proj " + gemv(hidden, qdim, false) + "+residual | " +
          (fused_router ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
-                       : "rmsnorm | router " + std::string(kern::gemv_variant(rows)) +
+                       : "rmsnorm | router " + gemv(router.n_experts, hidden, false) +
                              " + topk_softmax_f32") +
          " | moe_gate_up_swiglu_mxfp4w_f32a | "
          "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " +
-         kern::gemv_variant(rows) + "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
+         gemv(static_cast<int>(m.cfg.vocab_size), hidden, true) +
+         "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
          (m.opts.use_graphs ? "yes" : "no") + ", PDL " + (m.opts.pdl ? "on" : "off");
 }
 

@@ -18,39 +18,11 @@
 namespace gossamer::kern {
 namespace {
 
-// Mean ms per launch_attention when replayed from a CUDA graph of kLaunches launches; < 0 when
+// Mean ms per launch_attention when replayed from a CUDA graph of 20 launches; < 0 when
 // capture fails.
 double graph_ms(const AttnParams& p) {
-  constexpr int kLaunches = 20, kReps = 10;
-  cudaStream_t st = nullptr;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t ge = nullptr;
-  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return -1;
-  bool ok = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-  for (int i = 0; ok && i < kLaunches; ++i) ok = launch_attention(p, st).ok();
-  ok = cudaStreamEndCapture(st, &g) == cudaSuccess && ok;
-  ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
-  double ms = -1;
-  if (ok) {
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    cudaGraphLaunch(ge, st);
-    cudaEventRecord(e0, st);
-    for (int i = 0; i < kReps; ++i) cudaGraphLaunch(ge, st);
-    cudaEventRecord(e1, st);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms = t / (kReps * kLaunches);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-  }
-  if (ge) cudaGraphExecDestroy(ge);
-  if (g) cudaGraphDestroy(g);
-  cudaStreamDestroy(st);
-  cudaGetLastError();  // a failed capture must not poison the next case
-  return ms;
+  return testing::graph_ms([&](cudaStream_t st, int) { return launch_attention(p, st).ok(); }, 20,
+                           10);
 }
 
 struct BenchCfg {

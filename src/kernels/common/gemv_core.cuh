@@ -85,8 +85,10 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
 }
 
 // RMSNorm prologue: inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) for the nb <= BT rows of x
-// ([nb, hidden] f32, hidden % 4 == 0), block-wide (WARPS warps; contains __syncthreads()).
-template <int BT, int WARPS>
+// ([nb, hidden] f32, hidden % 4 == 0), over warps 0..WARPS-1 of the block: BAR = 0 contains
+// __syncthreads() (every thread of the block calls it), BAR > 0 the named barrier BAR over
+// WARPS x 32 threads (only those call it; e.g. the consumer warps of a producer/consumer block).
+template <int BT, int WARPS, int BAR = 0>
 __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb, float eps,
                                               float (&inv)[BT]) {
   __shared__ float red[WARPS][BT];
@@ -109,7 +111,11 @@ __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb
     ss[b] = warp_sum(ss[b]);
     if (lane == 0) red[warp][b] = ss[b];
   }
-  __syncthreads();
+  if constexpr (BAR == 0) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(WARPS * 32) : "memory");
+  }
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
     float t = 0.f;

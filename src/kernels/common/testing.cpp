@@ -83,6 +83,38 @@ double time_ms(const std::function<void()>& fn, int iters, int warmup) {
   return ms / iters;
 }
 
+double graph_ms(const std::function<bool(cudaStream_t, int)>& launch, int launches, int reps) {
+  cudaStream_t st = nullptr;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) return -1;
+  bool ok = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+  for (int i = 0; ok && i < launches; ++i) ok = launch(st, i);
+  ok = cudaStreamEndCapture(st, &g) == cudaSuccess && ok;
+  ok = ok && cudaGraphInstantiate(&ge, g, 0) == cudaSuccess;
+  double ms = -1;
+  if (ok) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaGraphLaunch(ge, st);
+    cudaEventRecord(e0, st);
+    for (int i = 0; i < reps; ++i) cudaGraphLaunch(ge, st);
+    cudaEventRecord(e1, st);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    cudaEventElapsedTime(&t, e0, e1);
+    ms = t / (static_cast<double>(reps) * launches);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  cudaStreamDestroy(st);
+  cudaGetLastError();  // a failed capture must not poison the next case
+  return ms;
+}
+
 double copy_ceiling_gbs() {
   const size_t n = size_t{256} << 20;
   DevBuf<uint8_t> a(n), b(n);

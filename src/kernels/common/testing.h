@@ -69,6 +69,11 @@ double rel_err(const std::vector<float>& a, const std::vector<double>& ref);
 // Mean time in ms of fn() over `iters` runs (after `warmup` runs) with CUDA events on stream 0.
 double time_ms(const std::function<void()>& fn, int iters, int warmup = 3);
 
+// Mean ms per launch when `launches` calls launch(stream, i) are captured in one CUDA graph (as
+// the decode step runs them) and the graph is replayed `reps` times after one warm-up replay;
+// < 0 when a launch returns false or the capture fails (the error is cleared).
+double graph_ms(const std::function<bool(cudaStream_t, int)>& launch, int launches, int reps);
+
 // Device-to-device copy bandwidth in GB/s counting bytes read and written (256 MiB buffers).
 double copy_ceiling_gbs();
 

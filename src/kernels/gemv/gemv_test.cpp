@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/common/testing.h"
 #include "kernels/gemv/cases.h"
@@ -11,6 +12,55 @@ namespace {
 
 using testing::DevBuf;
 
+struct GemvRun {
+  std::vector<float> y;
+  std::vector<unsigned long long> keys;
+};
+
+// Runs launch_gemv with `variant` (and PDL on or off) on the case's inputs.
+GemvRun run_case(const GemvCase& c, int variant, bool pdl, const std::vector<uint16_t>& w,
+                 const std::vector<float>& bias, const std::vector<float>& x,
+                 const std::vector<float>& y0) {
+  DevBuf<uint16_t> dw(w.size());
+  DevBuf<float> db(bias.size()), dx(x.size()), dy(y0.size());
+  DevBuf<unsigned long long> dam(c.batch);
+  dw.upload(w);
+  db.upload(bias);
+  dx.upload(x);
+  if (c.accumulate)
+    dy.upload(y0);
+  else
+    dy.poison();
+  cudaMemset(dam.get(), 0, dam.bytes());
+  GemvParams p{dw.get(), db.get(), dx.get(), dy.get(),     c.rows,
+               c.cols,   c.batch,  c.rows,   c.accumulate, c.argmax ? dam.get() : nullptr};
+  p.variant = variant;
+  p.pdl = pdl;
+  const Status st = launch_gemv(p, 0);
+  EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+  testing::sync_or_die(std::string("gemv ") + c.name);
+  return {dy.download(), dam.download()};
+}
+
+void check_argmax(const GemvCase& c, const GemvRun& r, const std::vector<double>& ref) {
+  for (int b = 0; b < c.batch; ++b) {
+    const auto first = ref.begin() + static_cast<size_t>(b) * c.rows;
+    const int want = static_cast<int>(std::max_element(first, first + c.rows) - first);
+    const int got = argmax_key_to_index(r.keys[b]);
+    // The GPU's own fp32 maximum must be at `got`; a near-tie may legitimately differ from
+    // the fp64 winner, so compare values rather than indices when they disagree.
+    if (got != want) {
+      EXPECT_NEAR(ref[static_cast<size_t>(b) * c.rows + got], first[want], 1e-4) << c.name;
+    }
+    EXPECT_EQ(r.y[static_cast<size_t>(b) * c.rows + got],
+              *std::max_element(r.y.begin() + static_cast<size_t>(b) * c.rows,
+                                r.y.begin() + static_cast<size_t>(b + 1) * c.rows))
+        << c.name;
+  }
+}
+
+// Every variant that supports the case (1 = warp GEMV, 2 = bulk at batch 1), PDL off and on:
+// within 2e-6 of fp64, and the bulk kernel bit-identical to the warp GEMV (same summation order).
 TEST(Gemv, MatchesFp64Reference) {
   std::mt19937_64 rng(testing::fresh_seed("gemv"));
   for (const auto& c : kGemvCases) {
@@ -20,42 +70,24 @@ TEST(Gemv, MatchesFp64Reference) {
     auto bias = testing::rand_f32(rng, c.rows, -1.f, 1.f);
     auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.cols, -1.f, 1.f);
     auto y0 = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.rows, -2.f, 2.f);
-    DevBuf<uint16_t> dw(nw);
-    DevBuf<float> db(c.rows), dx(x.size()), dy(y0.size());
-    DevBuf<unsigned long long> dam(c.batch);
-    dw.upload(w);
-    db.upload(bias);
-    dx.upload(x);
-    if (c.accumulate)
-      dy.upload(y0);
-    else
-      dy.poison();
-    cudaMemset(dam.get(), 0, dam.bytes());
-    GemvParams p{dw.get(), db.get(), dx.get(), dy.get(),     c.rows,
-                 c.cols,   c.batch,  c.rows,   c.accumulate, c.argmax ? dam.get() : nullptr};
-    ASSERT_TRUE(launch_gemv(p, 0).ok()) << c.name;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.name;
     const auto ref =
         gemv_ref(w, bias, x, c.accumulate ? y0 : std::vector<float>{}, c.rows, c.cols, c.batch);
-    const auto y = dy.download();
-    const double err = testing::rel_err(y, ref);
-    std::printf("gemv %-34s rel_err %.3g\n", c.name, err);
-    EXPECT_LT(err, 2e-6) << c.name;
-    if (!c.argmax) continue;
-    const auto keys = dam.download();
-    for (int b = 0; b < c.batch; ++b) {
-      const auto first = ref.begin() + static_cast<size_t>(b) * c.rows;
-      const int want = static_cast<int>(std::max_element(first, first + c.rows) - first);
-      const int got = argmax_key_to_index(keys[b]);
-      // The GPU's own fp32 maximum must be at `got`; a near-tie may legitimately differ from
-      // the fp64 winner, so compare values rather than indices when they disagree.
-      if (got != want) {
-        EXPECT_NEAR(ref[static_cast<size_t>(b) * c.rows + got], first[want], 1e-4) << c.name;
+    const GemvRun base = run_case(c, 1, false, w, bias, x, y0);
+    for (int variant = 1; variant <= 2; ++variant) {
+      GemvParams shape;
+      shape.rows = c.rows;
+      shape.cols = c.cols;
+      shape.batch = c.batch;
+      if (variant == 2 && (c.argmax || c.batch != 1 || !gemv_bulk_supported(shape))) continue;
+      for (const bool pdl : {false, true}) {
+        const GemvRun r = run_case(c, variant, pdl, w, bias, x, y0);
+        const double err = testing::rel_err(r.y, ref);
+        std::printf("gemv v%d pdl %d %-34s rel_err %.3g\n", variant, pdl, c.name, err);
+        EXPECT_LT(err, 2e-6) << c.name << " variant " << variant;
+        EXPECT_EQ(std::memcmp(r.y.data(), base.y.data(), r.y.size() * sizeof(float)), 0)
+            << c.name << " variant " << variant << " pdl " << pdl << " differs from variant 1";
+        if (c.argmax) check_argmax(c, r, ref);
       }
-      EXPECT_EQ(y[static_cast<size_t>(b) * c.rows + got],
-                *std::max_element(y.begin() + static_cast<size_t>(b) * c.rows,
-                                  y.begin() + static_cast<size_t>(b + 1) * c.rows))
-          << c.name;
     }
   }
 }
@@ -72,6 +104,12 @@ TEST(Gemv, RejectsBadParams) {
   EXPECT_NE(p.validate().message().find("ldy"), std::string::npos);
   p.ldy = 2;
   EXPECT_TRUE(p.validate().ok());
+  p.variant = 3;
+  EXPECT_NE(p.validate().message().find("variant 3 does not exist"), std::string::npos);
+  p.variant = 2;
+  unsigned long long key = 0;
+  p.argmax = &key;  // the bulk kernel has no argmax: refused with a message, not run
+  EXPECT_NE(launch_gemv_bulk(p, 0).message().find("no argmax"), std::string::npos);
 }
 
 }  // namespace

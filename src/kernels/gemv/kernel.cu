@@ -70,15 +70,22 @@ Status launch_bt(const GemvParams& p, cudaStream_t s) {
 
 }  // namespace
 
-const char* gemv_variant(int batch) {
-  return batch <= 1   ? "gemv_bf16w_f32a<BT=1>"
-         : batch <= 2 ? "gemv_bf16w_f32a<BT=2>"
-         : batch <= 4 ? "gemv_bf16w_f32a<BT=4>"
-                      : "gemv_bf16w_f32a<BT=8>";
+int gemv_resolved_variant(const GemvParams& p) {
+  if (p.variant != 0) return p.variant;
+  return gemv_bulk_supported(p) ? 2 : 1;
+}
+
+const char* gemv_variant(const GemvParams& p) {
+  if (gemv_resolved_variant(p) == 2) return "gemv_bulk_bf16w_f32a";
+  return p.batch <= 1   ? "gemv_bf16w_f32a<BT=1>"
+         : p.batch <= 2 ? "gemv_bf16w_f32a<BT=2>"
+         : p.batch <= 4 ? "gemv_bf16w_f32a<BT=4>"
+                        : "gemv_bf16w_f32a<BT=8>";
 }
 
 Status launch_gemv(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (gemv_resolved_variant(p) == 2) return launch_gemv_bulk(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 2) return launch_bt<2>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);

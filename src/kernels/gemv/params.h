@@ -23,13 +23,28 @@ struct GemvParams {
   // [batch] packed (value, row) keys; reset to 0 before the launch. Null: no argmax.
   unsigned long long* argmax = nullptr;
   bool pdl = false;  // programmatic dependent launch (common/pdl.h)
+  // 0 = auto, 1 = the warp GEMV gemv_bf16w_f32a<BT>, 2 = gemv_bulk_bf16w_f32a (batch 1).
+  int variant = 0;
+  // Variant 2: weight ring bytes per block (0 = kGemvBulkRingBytes), at least 2 rows.
+  int bulk_ring_bytes = 0;
   Status validate() const;
 };
 
-// Kernel gemv_bf16w_f32a<BT>: picks the batch tile BT in {1,2,4,8} from `batch`.
+// gemv_bulk_bf16w_f32a (bulk.cu): batch 1, y written, no argmax, cols <= kGemvBulkMaxCols, sm_90.
+inline constexpr int kGemvBulkMaxCols = 16384;
+// Default ring: small enough that the next kernel's blocks (and the previous one's) fit on the
+// SM beside it, so that PDL can overlap their prologues (H100, docs/decode-overhead.md section 6).
+inline constexpr int kGemvBulkRingBytes = 64 * 1024;
+bool gemv_bulk_supported(const GemvParams& p);
+Status launch_gemv_bulk(const GemvParams& p, cudaStream_t stream);
+
+// Variant 1 (or auto): kernel gemv_bf16w_f32a<BT>, the batch tile BT in {1,2,4,8} from `batch`;
+// variant 2: launch_gemv_bulk.
 Status launch_gemv(const GemvParams& p, cudaStream_t stream);
-// Name of the kernel variant launch_gemv uses for this batch (kernel-path report).
-const char* gemv_variant(int batch);
+// The variant launch_gemv runs (variant 0 resolved: 2 where gemv_bulk_supported, else 1), and
+// its kernel's name (kernel-path report). Only the shape fields of p matter.
+int gemv_resolved_variant(const GemvParams& p);
+const char* gemv_variant(const GemvParams& p);
 
 // Decodes an argmax key (from GemvParams::argmax) into the row index.
 int argmax_key_to_index(unsigned long long key);

@@ -10,6 +10,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/qkv_rope/epilogue.cuh"
 #include "kernels/qkv_rope/params.h"
 
 namespace gossamer::kern {
@@ -52,40 +53,8 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams
   __syncthreads();
   const int t = threadIdx.x;
   if (t >= 16 * nb) return;
-  const int b = t / 16, pi = t % 16, i = half * 16 + pi;
-  const size_t brow = static_cast<size_t>(unit) * kHeadDim;
-  float x1 = res[b][pi] + (p.bias ? p.bias[brow + i] : 0.f);
-  float x2 = res[b][16 + pi] + (p.bias ? p.bias[brow + i + 32] : 0.f);
-  const int pos = p.pos[b0 + b];
-  const bool is_v = unit >= p.n_heads + p.n_kv_heads;
-  if (!is_v) {
-    // The angle is formed and range-reduced in fp64: in fp32, pos * inv_freq loses ~1e-2 rad
-    // at pos ~ 1e5. The reduced angle is then accurate enough for sincosf.
-    const double ang = fmod(static_cast<double>(pos) * p.inv_freq[i], 6.283185307179586);
-    float sn, cs;
-    sincosf(static_cast<float>(ang), &sn, &cs);
-    cs *= p.rope_scale;
-    sn *= p.rope_scale;
-    const float o1 = x1 * cs - x2 * sn, o2 = x2 * cs + x1 * sn;
-    x1 = o1;
-    x2 = o2;
-  }
-  if (unit < p.n_heads) {
-    float* q = p.q + (static_cast<size_t>(b0 + b) * p.n_heads + unit) * kHeadDim;
-    q[i] = x1;
-    q[i + 32] = x2;
-    return;
-  }
-  const int kh = is_v ? unit - p.n_heads - p.n_kv_heads : unit - p.n_heads;
-  const int seq = p.row_seq ? p.row_seq[b0 + b] : b0 + b;
-  const int blk = p.block_table[static_cast<size_t>(seq) * p.max_blocks + pos / p.block_size];
-  if (blk < 0 || blk >= p.num_blocks) return;  // the host validates tables before the step
-  uint16_t* cache = is_v ? p.v_cache : p.k_cache;
-  uint16_t* dst =
-      cache + ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size + pos % p.block_size) *
-                  kHeadDim;
-  dst[i] = f32_to_bf16(x1);
-  dst[i + 32] = f32_to_bf16(x2);
+  const int b = t / 16, pi = t % 16;
+  qkv_finish_pair(p, b0 + b, unit, half * 16 + pi, res[b][pi], res[b][16 + pi]);
 }
 
 template <int BT>
@@ -97,14 +66,21 @@ Status launch_bt(const QkvRopeParams& p, cudaStream_t s) {
 
 }  // namespace
 
-const char* qkv_rope_variant(int batch) {
-  return batch <= 1   ? "qkv_rope_bf16w_f32a<BT=1>"
-         : batch <= 4 ? "qkv_rope_bf16w_f32a<BT=4>"
-                      : "qkv_rope_bf16w_f32a<BT=8>";
+int qkv_rope_resolved_variant(const QkvRopeParams& p) {
+  if (p.variant != 0) return p.variant;
+  return qkv_rope_bulk_supported(p) ? 2 : 1;
+}
+
+const char* qkv_rope_variant(const QkvRopeParams& p) {
+  if (qkv_rope_resolved_variant(p) == 2) return "qkv_rope_bulk_bf16w_f32a";
+  return p.batch <= 1   ? "qkv_rope_bf16w_f32a<BT=1>"
+         : p.batch <= 4 ? "qkv_rope_bf16w_f32a<BT=4>"
+                        : "qkv_rope_bf16w_f32a<BT=8>";
 }
 
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
+  if (qkv_rope_resolved_variant(p) == 2) return launch_qkv_rope_bulk(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);
   return launch_bt<8>(p, s);

@@ -37,12 +37,22 @@ struct QkvRopeParams {
   double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
   float rope_scale = 1.f;              // multiplies cos and sin (YaRN attention scaling)
   bool pdl = false;                    // programmatic dependent launch (common/pdl.h)
+  int variant = 0;  // 0 = auto, 1 = qkv_rope_bf16w_f32a<BT>, 2 = qkv_rope_bulk_bf16w_f32a (batch 1)
+  int bulk_ring_bytes = 0;  // variant 2: weight ring bytes per block (0 = kQkvBulkRingBytes)
   Status validate() const;
 };
 
-// Kernel qkv_rope_bf16w_f32a<BT>.
+// qkv_rope_bulk_bf16w_f32a (bulk.cu): batch 1, hidden <= kQkvBulkMaxHidden, sm_90.
+inline constexpr int kQkvBulkMaxHidden = 8192;
+inline constexpr int kQkvBulkRingBytes = 48 * 1024;  // H100: docs/decode-overhead.md section 6
+bool qkv_rope_bulk_supported(const QkvRopeParams& p);
+Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t stream);
+
+// Variant 0 resolves to 2 where qkv_rope_bulk_supported, else 1 (batch tile BT from `batch`).
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t stream);
-const char* qkv_rope_variant(int batch);
+int qkv_rope_resolved_variant(const QkvRopeParams& p);
+// Name of the kernel launch_qkv_rope runs (kernel-path report; only the shape fields matter).
+const char* qkv_rope_variant(const QkvRopeParams& p);
 
 // fp64 reference. Returns q [batch, nh, 64]; k_out/v_out receive [batch, kvh, 64] (the values the
 // kernel must have written into the cache slots).

@@ -38,9 +38,12 @@ int main() {
     p.block_size = 16;
     p.max_blocks = 1;
     p.num_blocks = c.batch;
-    const double ms = testing::time_ms([&] { (void)launch_qkv_rope(p, 0); }, 50);
-    testing::print_bench_line(std::string(qkv_rope_variant(c.batch)) + " " + c.name,
-                              2.0 * nw + 4.0 * c.batch * c.hidden, ms, ceil);
+    for (int variant = 1; variant <= (c.batch == 1 ? 2 : 1); ++variant) {
+      p.variant = variant;
+      const double ms = testing::time_ms([&] { (void)launch_qkv_rope(p, 0); }, 50);
+      testing::print_bench_line(std::string(qkv_rope_variant(p)) + " " + c.name,
+                                2.0 * nw + 4.0 * c.batch * c.hidden, ms, ceil);
+    }
   }
   return 0;
 }

@@ -30,8 +30,8 @@ void fill_yarn(QkvRopeParams* p) {
 }
 
 // fused: x is a raw residual row and the RMSNorm (gain norm_w) runs inside the kernel, with PDL
-// on; the reference gets the fp64 normed rows (rounded to f32).
-void check_case(const QkvRopeCase& c, bool fused, std::mt19937_64& rng) {
+// on; the reference gets the fp64 normed rows (rounded to f32). variant: QkvRopeParams::variant.
+void check_case(const QkvRopeCase& c, bool fused, int variant, std::mt19937_64& rng) {
   {
     const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16, max_blocks = 4;
     const int num_blocks = c.batch * max_blocks;
@@ -87,8 +87,9 @@ void check_case(const QkvRopeCase& c, bool fused, std::mt19937_64& rng) {
     p.q = dq.get();
     p.k_cache = dk.get();
     p.v_cache = dv.get();
+    p.variant = variant;
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    testing::sync_or_die(std::string("qkv_rope ") + c.name);
     std::vector<double> kref, vref;
     const auto qref = qkv_rope_ref(w, bias, xref, pos, p, &kref, &vref);
     const double eq = testing::rel_err(dq.download(), qref);
@@ -107,7 +108,7 @@ void check_case(const QkvRopeCase& c, bool fused, std::mt19937_64& rng) {
         }
     }
     const double ek = testing::rel_err(kg, kref), ev = testing::rel_err(vg, vref);
-    std::printf("qkv_rope %-24s %-5s rel_err q %.3g k %.3g v %.3g\n", c.name,
+    std::printf("qkv_rope v%d %-24s %-5s rel_err q %.3g k %.3g v %.3g\n", variant, c.name,
                 fused ? "fused" : "plain", eq, ek, ev);
     EXPECT_LT(eq, 1e-5) << c.name;
     EXPECT_LT(ek, 4e-3) << c.name;  // bf16 cache: rounding ~2^-9 relative
@@ -115,18 +116,34 @@ void check_case(const QkvRopeCase& c, bool fused, std::mt19937_64& rng) {
   }
 }
 
+// Variant 1 (warp GEMV) for every case, variant 2 (bulk) for the batch-1 cases.
 TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope"));
-  for (const auto& c : kQkvRopeCases) check_case(c, false, rng);
+  for (const auto& c : kQkvRopeCases)
+    for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, false, v, rng);
 }
 
 TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused norm"));
-  for (const auto& c : kQkvRopeCases) check_case(c, true, rng);
+  for (const auto& c : kQkvRopeCases)
+    for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, true, v, rng);
+}
+
+void expect_same_outputs(const char* name, const char* what, const DevBuf<float>& q1,
+                         const DevBuf<uint16_t>& k1, const DevBuf<uint16_t>& v1,
+                         const DevBuf<float>& q2, const DevBuf<uint16_t>& k2,
+                         const DevBuf<uint16_t>& v2) {
+  const auto a = q1.download(), b = q2.download();
+  size_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  std::printf("qkv_rope %-24s %s: %zu of %zu q values differ\n", name, what, diff, a.size());
+  EXPECT_EQ(diff, 0u) << name << " " << what;
+  EXPECT_EQ(k1.download(), k2.download()) << name << " " << what;
+  EXPECT_EQ(v1.download(), v2.download()) << name << " " << what;
 }
 
 // Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the same fp32 operations, so q and the cache
-// must be bit-identical.
+// must be bit-identical; at batch 1 also the bulk kernel (fused) against the unfused warp kernel.
 TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
@@ -139,6 +156,7 @@ TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
     p.block_size = bs;
     p.max_blocks = 1;
     p.num_blocks = c.batch;
+    p.variant = 1;  // the warp kernel first (auto would pick the bulk kernel at batch 1)
     fill_yarn(&p);
     const auto w =
         testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * c.hidden, -.1f, .1f);
@@ -174,15 +192,15 @@ TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
     p.k_cache = k2.get();
     p.v_cache = v2.get();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const auto a = q1.download(), b = q2.download();
-    size_t diff = 0;
-    for (size_t i = 0; i < a.size(); ++i) diff += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    std::printf("qkv_rope %-24s fused vs unfused: %zu of %zu q values differ\n", c.name, diff,
-                a.size());
-    EXPECT_EQ(diff, 0u) << c.name;
-    EXPECT_EQ(k1.download(), k2.download()) << c.name;
-    EXPECT_EQ(v1.download(), v2.download()) << c.name;
+    testing::sync_or_die(std::string("qkv_rope fused ") + c.name);
+    expect_same_outputs(c.name, "fused vs unfused", q1, k1, v1, q2, k2, v2);
+    if (c.batch != 1) continue;
+    p.variant = 2;  // the bulk kernel, fused norm + PDL, against the unfused warp kernel
+    for (auto* b : {&k2, &v2}) b->poison();
+    q2.poison();
+    ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
+    testing::sync_or_die(std::string("qkv_rope bulk fused ") + c.name);
+    expect_same_outputs(c.name, "bulk fused vs unfused", q1, k1, v1, q2, k2, v2);
   }
 }
 
@@ -230,6 +248,19 @@ TEST(QkvRope, LargePositionsKeepRopeAccurate) {
 TEST(QkvRope, RejectsBadParams) {
   QkvRopeParams p;
   EXPECT_FALSE(p.validate().ok());
+  alignas(16) uint16_t w[16] = {};
+  alignas(16) float x[16] = {};
+  int32_t table[1] = {};
+  p.w = w;
+  p.x = x;
+  p.q = x;
+  p.k_cache = p.v_cache = w;
+  p.pos = p.block_table = table;
+  p.batch = p.n_heads = p.n_kv_heads = p.max_blocks = p.num_blocks = 1;
+  p.hidden = 8;
+  EXPECT_TRUE(p.validate().ok()) << p.validate().ToString();
+  p.variant = 3;
+  EXPECT_NE(p.validate().message().find("variant 3 does not exist"), std::string::npos);
 }
 
 }  // namespace
