@@ -6,24 +6,20 @@
 // Work: the (nh + 2 kvh) x 32 rotation pairs (i, i + 32) of every head, split evenly over one
 // block per SM (block b: pairs [b P / G, (b + 1) P / G)). The block's rows in order: pair q
 // gives rows 2q (head row i) and 2q + 1 (head row i + 32). Warps 0..7 consume, warp 8 lane 0
-// produces: row j goes to ring slot j % slots and is reduced by the slot's owner warp
-// (j % slots) % 8 (one owner per slot: see gemv/bulk.cu) into res[j]. x (normed when NORM, in
-// the same fp32 operations as the warp kernel) is staged once in shared memory as low / high
-// float4 halves. After a consumer barrier thread t < pairs finishes pair t (epilogue.cuh).
-// Per-lane summation order = warp_gemv_bf16's: bit-identical to qkv_rope_bf16w_f32a<1, NORM>.
+// produces (the ring: common/bulk_gemv.cuh); row j's dot product goes to res[j]. x (normed when
+// NORM, in the same fp32 operations as the warp kernel) is staged once in shared memory. After a
+// consumer barrier thread t < pairs finishes pair t (epilogue.cuh). Bit-identical to
+// qkv_rope_bf16w_f32a<1, NORM> (qkv_rope_test).
 #include <algorithm>
 
-#include "kernels/common/bulk_copy.cuh"
+#include "kernels/common/bulk_gemv.cuh"
 #include "kernels/common/cuda_check.h"
-#include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.h"
 #include "kernels/qkv_rope/epilogue.cuh"
 #include "kernels/qkv_rope/params.h"
 
 namespace gossamer::kern {
 namespace {
-
-using namespace bulk_copy;  // NOLINT: mbarrier / bulk-copy helpers
 
 constexpr int kConsumers = 8, kThreads = (kConsumers + 1) * 32, kConsumerBar = 1;
 constexpr int kMaxSmem = 220 * 1024;  // leaves room for the static shared memory of the norm
@@ -39,22 +35,11 @@ __device__ __forceinline__ size_t pair_row(int p0, int j) {
   return static_cast<size_t>(unit) * kHeadDim + i + 32 * (j & 1);
 }
 
-__device__ __forceinline__ void produce(const QkvRopeParams& p, const Layout& L, uint8_t* smem,
-                                        uint64_t* full, uint64_t* empty, int p0, int n) {
-  for (int j = 0; j < n; ++j) {
-    const int s = j % L.slots;
-    if (j >= L.slots) mbar_wait(empty + s, ((j / L.slots) - 1) & 1);
-    mbar_arrive_expect_tx(full + s, L.row_bytes);
-    bulk_g2s(smem + static_cast<size_t>(s) * L.row_bytes, p.w + pair_row(p0, j) * p.hidden,
-             L.row_bytes, full + s);
-  }
-}
-
 template <bool NORM>
 __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeParams p, Layout L) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bar_off);
-  uint64_t* empty = full + L.slots;
+  const bulk_gemv::Ring ring{smem, full, full + L.slots, L.slots, L.row_bytes};
   float4* xs = reinterpret_cast<float4*>(smem + L.x_off);   // [2][nch]
   float* res = reinterpret_cast<float*>(smem + L.res_off);  // [2 max_pairs]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = p.hidden / 8;
@@ -62,17 +47,13 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   const int p0 = static_cast<int>(static_cast<long long>(blockIdx.x) * npairs / gridDim.x);
   const int pairs =
       static_cast<int>(static_cast<long long>(blockIdx.x + 1) * npairs / gridDim.x) - p0;
-  const int n = 2 * pairs;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < L.slots; ++s) {
-      mbar_init(full + s, 1);
-      mbar_init(empty + s, 1);
-    }
-    mbar_init_fence();
-  }
+  if (threadIdx.x == 0) bulk_gemv::ring_init(ring);
   __syncthreads();
   if (warp == kConsumers) {  // weights only: never waits for the predecessor
-    if (lane == 0) produce(p, L, smem, full, empty, p0, n);
+    if (lane == 0) {
+      bulk_gemv::ring_produce(ring, 2 * pairs,
+                              [&](int j) { return p.w + pair_row(p0, j) * p.hidden; });
+    }
     return;
   }
   pdl_wait();  // x comes from the previous kernel
@@ -82,28 +63,16 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   for (int k = threadIdx.x; k < nch; k += kConsumers * 32) {
     const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
     float4 a = __ldg(src), b = __ldg(src + 1);
-    if constexpr (NORM)
+    if constexpr (NORM) {
       scale8_bf16(a, b, inv[0], __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k));
+    }
     xs[k] = a;
     xs[nch + k] = b;
   }
-  named_sync(kConsumerBar, kConsumers * 32);
-  for (int j = 0; j < n; ++j) {
-    const int s = j % L.slots;
-    if (s % kConsumers != warp) continue;  // slot s belongs to warp s % kConsumers
-    mbar_wait(full + s, (j / L.slots) & 1);
-    const uint4* wr = reinterpret_cast<const uint4*>(smem + static_cast<size_t>(s) * L.row_bytes);
-    float acc = 0.f;
-#pragma unroll 2
-    for (int k = lane; k < nch; k += 32) acc += dot8_bf16(wr[k], xs[k], xs[nch + k]);
-    acc = warp_sum(acc);
-    __syncwarp();
-    if (lane == 0) {
-      mbar_arrive(empty + s);
-      res[j] = acc;
-    }
-  }
-  named_sync(kConsumerBar, kConsumers * 32);
+  bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
+  bulk_gemv::ring_consume<kConsumers>(ring, 2 * pairs, xs, nch, warp,
+                                      [&](int j, float dot) { res[j] = dot; });
+  bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
     const int gp = p0 + t;
     qkv_finish_pair(p, 0, gp >> 5, gp & 31, res[2 * t], res[2 * t + 1]);
@@ -116,14 +85,10 @@ Result<Layout> make_layout(const QkvRopeParams& p, int grid) {
   const int npairs = (p.n_heads + 2 * p.n_kv_heads) * 32;
   L.max_pairs = (npairs + grid - 1) / grid;
   const int x_bytes = 4 * p.hidden, res_bytes = 8 * L.max_pairs;
-  const int ring = p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kQkvBulkRingBytes;
-  const int want = std::max(ring, 2 * (L.row_bytes + 16));
-  const int fit = std::min(want, kMaxSmem - x_bytes - res_bytes - 128) / (L.row_bytes + 16);
-  if (fit < 2) {
-    return InvalidArgument("qkv_rope_bulk: a row of " + std::to_string(p.hidden) +
-                           " columns does not fit twice in shared memory");
-  }
-  L.slots = std::min(2 * L.max_pairs, fit);
+  GS_ASSIGN_OR_RETURN(
+      L.slots, bulk_gemv::ring_slots("qkv_rope_bulk", L.row_bytes, 2 * L.max_pairs,
+                                     p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kQkvBulkRingBytes,
+                                     kMaxSmem - x_bytes - res_bytes - 128));
   L.x_off = L.slots * L.row_bytes;
   L.res_off = L.x_off + x_bytes;
   L.bar_off = (L.res_off + res_bytes + 15) / 16 * 16;

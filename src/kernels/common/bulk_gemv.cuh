@@ -1,0 +1,86 @@
+// The shared-memory ring of whole bf16 weight rows behind the batch-1 bulk GEMVs
+// (gemv/bulk.cu, qkv_rope/bulk.cu). One producer thread requests rows 0..n-1 of its block by
+// 1-D TMA bulk copies (row j -> slot j % slots, full / empty mbarrier pair per slot); the
+// consumer warps reduce them against x staged in shared memory as [2][cols / 8] float4 halves.
+//
+// A slot belongs to one consumer warp (slot s -> warp s % WARPS) and its rows are reduced in
+// increasing j: a parity wait cannot tell phase k + 2 from phase k, so no warp may wait for a
+// slot's next row before that slot's previous row was consumed (docs/decode-overhead.md §6).
+// Per lane the 16-byte chunks lane, lane + 32, ... are summed in the order of warp_gemv_bf16
+// (gemv_core.cuh), then the same butterfly: results are bit-identical to the warp GEMV.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "common/status.h"
+#include "kernels/common/bulk_copy.cuh"
+#include "kernels/common/gemv_core.cuh"
+
+namespace gossamer::kern::bulk_gemv {
+
+struct Ring {
+  uint8_t* smem;    // slot s at smem + s * row_bytes
+  uint64_t* full;   // [slots]: the row landed (transaction bytes)
+  uint64_t* empty;  // [slots]: the owner warp consumed it
+  int slots, row_bytes;
+};
+
+// Thread 0 initialises the barriers; the caller then synchronises the block.
+__device__ __forceinline__ void ring_init(const Ring& r) {
+  for (int s = 0; s < r.slots; ++s) {
+    bulk_copy::mbar_init(r.full + s, 1);
+    bulk_copy::mbar_init(r.empty + s, 1);
+  }
+  bulk_copy::mbar_init_fence();
+}
+
+// The producer thread: row j (global address row_ptr(j)) into slot j % slots.
+template <class RowPtr>
+__device__ __forceinline__ void ring_produce(const Ring& r, int n, RowPtr row_ptr) {
+  for (int j = 0; j < n; ++j) {
+    const int s = j % r.slots;
+    if (j >= r.slots) bulk_copy::mbar_wait(r.empty + s, ((j / r.slots) - 1) & 1);
+    bulk_copy::mbar_arrive_expect_tx(r.full + s, r.row_bytes);
+    bulk_copy::bulk_g2s(r.smem + static_cast<size_t>(s) * r.row_bytes, row_ptr(j), r.row_bytes,
+                        r.full + s);
+  }
+}
+
+// Consumer warp `warp` of WARPS: every row it owns, dot with xs ([2][nch] float4), then lane 0
+// calls finish(j, dot) after releasing the slot.
+template <int WARPS, class Finish>
+__device__ __forceinline__ void ring_consume(const Ring& r, int n, const float4* xs, int nch,
+                                             int warp, Finish finish) {
+  const int lane = threadIdx.x & 31;
+  for (int j = 0; j < n; ++j) {
+    const int s = j % r.slots;
+    if (s % WARPS != warp) continue;
+    bulk_copy::mbar_wait(r.full + s, (j / r.slots) & 1);
+    const uint4* wr = reinterpret_cast<const uint4*>(r.smem + static_cast<size_t>(s) * r.row_bytes);
+    float acc = 0.f;
+#pragma unroll 2
+    for (int k = lane; k < nch; k += 32) acc += dot8_bf16(wr[k], xs[k], xs[nch + k]);
+    acc = warp_sum(acc);
+    __syncwarp();
+    if (lane == 0) {
+      bulk_copy::mbar_arrive(r.empty + s);  // every lane's reads of the slot are done
+      finish(j, acc);
+    }
+  }
+}
+
+// Host: ring slots for rows of row_bytes, at most max_rows, about ring_bytes (at least two rows)
+// within smem_left bytes of shared memory (16 bytes of barriers per slot).
+inline Result<int> ring_slots(const char* kernel, int row_bytes, int max_rows, int ring_bytes,
+                              int smem_left) {
+  const int want = std::max(ring_bytes, 2 * (row_bytes + 16));
+  const int fit = std::min(want, smem_left) / (row_bytes + 16);
+  if (fit < 2) {
+    return InvalidArgument(std::string(kernel) + ": a weight row of " + std::to_string(row_bytes) +
+                           " bytes does not fit twice in shared memory");
+  }
+  return std::min(max_rows, fit);
+}
+
+}  // namespace gossamer::kern::bulk_gemv
