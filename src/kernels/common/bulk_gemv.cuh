@@ -22,7 +22,7 @@ namespace gossamer::kern::bulk_gemv {
 struct Ring {
   uint8_t* smem;    // slot s at smem + s * row_bytes
   uint64_t* full;   // [slots]: the row landed (transaction bytes)
-  uint64_t* empty;  // [slots]: the owner warp consumed it
+  uint64_t* empty;  // [slots]: the owner warp's 32 lanes consumed it
   int slots, row_bytes;
 };
 
@@ -30,7 +30,7 @@ struct Ring {
 __device__ __forceinline__ void ring_init(const Ring& r) {
   for (int s = 0; s < r.slots; ++s) {
     bulk_copy::mbar_init(r.full + s, 1);
-    bulk_copy::mbar_init(r.empty + s, 1);
+    bulk_copy::mbar_init(r.empty + s, 32);  // every lane of the owner warp releases its reads
   }
   bulk_copy::mbar_init_fence();
 }
@@ -47,8 +47,9 @@ __device__ __forceinline__ void ring_produce(const Ring& r, int n, RowPtr row_pt
   }
 }
 
-// Consumer warp `warp` of WARPS: every row it owns, dot with xs ([2][nch] float4), then lane 0
-// calls finish(j, dot) after releasing the slot.
+// Consumer warp `warp` of WARPS: every row it owns, dot with xs ([2][nch] float4); each lane
+// releases the slot after its last read (32 arrivals: no lane's read can race the next copy),
+// then lane 0 calls finish(j, dot).
 template <int WARPS, class Finish>
 __device__ __forceinline__ void ring_consume(const Ring& r, int n, const float4* xs, int nch,
                                              int warp, Finish finish) {
@@ -61,12 +62,9 @@ __device__ __forceinline__ void ring_consume(const Ring& r, int n, const float4*
     float acc = 0.f;
 #pragma unroll 2
     for (int k = lane; k < nch; k += 32) acc += dot8_bf16(wr[k], xs[k], xs[nch + k]);
+    bulk_copy::mbar_arrive(r.empty + s);  // this lane's reads of the slot are done (release)
     acc = warp_sum(acc);
-    __syncwarp();
-    if (lane == 0) {
-      bulk_copy::mbar_arrive(r.empty + s);  // every lane's reads of the slot are done
-      finish(j, acc);
-    }
+    if (lane == 0) finish(j, acc);
   }
 }
 
