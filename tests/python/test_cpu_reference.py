@@ -2,8 +2,9 @@
 
 For several small random checkpoints written by `gossamer synth` (MXFP4 experts, dequantized by
 transformers itself on CPU) we compare the logits of every position (`gossamer logits`) and a
-32-token greedy continuation (`gossamer run --temperature 0`). The bf16 expert layout of the same
-weights must give the same logits as the MXFP4 layout.
+32-token greedy continuation (`gossamer run --temperature 0` against greedy decoding by full
+transformers forwards). The bf16 expert layout of the same weights must give the same logits as
+the MXFP4 layout.
 
 Configs cover GQA 4:1 / 2:1 / 1:1, sliding windows shorter than the sequence, sequences past the
 YaRN original context (original_max_position_embeddings patched to 16-32), top-k 1..4 of 3..8
@@ -93,13 +94,13 @@ def test_logits_and_greedy_match_transformers(gossamer, tmp_path, name, override
     rel = _rel_per_position(ours, ref)
     worst = float(rel.max())
 
-    # Greedy continuation of the first 8 tokens: transformers generate vs gossamer run.
+    # Greedy continuation of the first 8 tokens: gossamer run (our KV-cached decode) against
+    # greedy decoding by full transformers forwards without a cache (the model's definition).
+    # Not transformers' generate(): with 5.23.0 its first-step logits for an 8-token prompt and
+    # sliding window 8 differed from its own forward on the same tokens by ~0.3 (seed 846272562:
+    # generate chose token 81, forward and gossamer 922), so it is not a reference here.
     prompt = tokens[:8]
-    model.generation_config.eos_token_id = None
-    with torch.no_grad():
-        gen = model.generate(torch.tensor([prompt]), max_new_tokens=GREEDY_TOKENS,
-                             min_new_tokens=GREEDY_TOKENS, do_sample=False, pad_token_id=0)
-    ref_cont = gen[0, len(prompt):].tolist()
+    ref_cont, gaps = _hf_greedy(model, prompt, GREEDY_TOKENS)
     p = gossamer("run", "--model", path, "--tokens", ",".join(map(str, prompt)), "-n",
                  GREEDY_TOKENS, "--temperature", 0, "--ids", "--ignore-eos")
     our_cont = [int(t) for t in p.stdout.decode().split()]
@@ -115,7 +116,24 @@ def test_logits_and_greedy_match_transformers(gossamer, tmp_path, name, override
     print(line)
     SUMMARY.append(line)
     assert worst <= 1e-4, f"{name}: positions over 1e-4: {np.nonzero(rel > 1e-4)[0].tolist()}"
-    assert our_cont == ref_cont, f"{name}: greedy diverges at token {matched}"
+    assert len(our_cont) == GREEDY_TOKENS, f"{name}: {len(our_cont)} tokens generated"
+    # The issue's rule: identical unless the reference's top-2 logits are near-tied where the
+    # two continuations part (the logits agree to ~1e-6, so only such a tie can flip a choice).
+    if matched < GREEDY_TOKENS:
+        assert gaps[matched] < 1e-4, (f"{name}: greedy diverges at token {matched} with a top-2 "
+                                      f"gap of {gaps[matched]:.3g} in the reference")
+
+
+def _hf_greedy(model, prompt: list, n: int) -> tuple:
+    """Greedy tokens by n full forwards (no KV cache), and each step's top-2 logit gap."""
+    seq, gaps = list(prompt), []
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(torch.tensor([seq]), use_cache=False).logits[0, -1].double()
+            top2 = torch.topk(logits, 2).values
+            gaps.append(float(top2[0] - top2[1]))
+            seq.append(int(logits.argmax()))
+    return seq[len(prompt):], gaps
 
 
 def test_bf16_and_mxfp4_layouts_agree(gossamer, tmp_path):
