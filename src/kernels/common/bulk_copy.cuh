@@ -8,7 +8,18 @@
 
 #include <cstdint>
 
+#include "common/status.h"
+#include "kernels/common/cuda_check.h"
+
 namespace gossamer::kern::bulk_copy {
+
+// Multiprocessors of the current device (the streaming kernels run about one block per SM).
+inline Result<int> sm_count() {
+  int dev = 0, sms = 0;
+  GS_CUDA_RETURN(cudaGetDevice(&dev));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
 
 // True when the current device is sm_90 or newer (bulk copies, mbarrier transaction counts).
 inline bool device_is_sm90() {

@@ -88,12 +88,10 @@ bool gemv_bulk_supported(const GemvParams& p) {
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!gemv_bulk_supported(p)) {
-    return InvalidArgument("gemv_bulk: needs batch 1, y, no argmax, cols <= " +
+    return InvalidArgument("gemv_bulk: needs batch 1, no argmax, cols <= " +
                            std::to_string(kGemvBulkMaxCols) + " and an sm_90 GPU");
   }
-  int dev = 0, sms = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min(p.rows, sms);
   GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
   GS_CUDA_RETURN(cudaFuncSetAttribute(gemv_bulk_bf16w_f32a,

@@ -30,7 +30,8 @@ struct GemvParams {
   Status validate() const;
 };
 
-// gemv_bulk_bf16w_f32a (bulk.cu): batch 1, y written, no argmax, cols <= kGemvBulkMaxCols, sm_90.
+// gemv_bulk_bf16w_f32a (bulk.cu): batch 1, no argmax (so y is written), cols <= kGemvBulkMaxCols,
+// sm_90.
 inline constexpr int kGemvBulkMaxCols = 16384;
 // Default ring: small enough that the next kernel's blocks (and the previous one's) fit on the
 // SM beside it, so that PDL can overlap their prologues (H100, docs/decode-overhead.md section 6).

@@ -19,9 +19,7 @@ using namespace bulk_copy;  // NOLINT: the device helpers moved to common/bulk_c
 
 // Blocks per batch row: about one block per SM over the whole grid, at most one per unit.
 inline Result<int> blocks_per_row(int batch, int units) {
-  int dev = 0, sms = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  GS_ASSIGN_OR_RETURN(const int sms, sm_count());
   return std::max(1, std::min(units, sms / batch));
 }
 

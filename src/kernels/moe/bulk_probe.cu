@@ -2,6 +2,7 @@
 // contiguous region through a shared-memory ring with cp.async.bulk, as a function of the copy
 // size and the source alignment (no compute: the consumer warp only waits and releases).
 #include <algorithm>
+#include <string>
 
 #include "kernels/common/cuda_check.h"
 #include "kernels/moe/bulk.cuh"
@@ -81,36 +82,43 @@ __global__ void __launch_bounds__(kLsuThreads, 1)
 
 }  // namespace
 
-Status launch_moe_lsu_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
-                            int ring_bytes, cudaStream_t s) {
+namespace {
+
+// Both probes: the argument check and the ring's stage count; smem = the stages plus
+// `bars_per_stage` mbarriers each, set as the kernel's dynamic shared memory.
+Result<int> probe_stages(const char* name, const void* kernel, const uint8_t* src, size_t per_block,
+                         int chunk, int ring_bytes, int bars_per_stage, size_t* smem) {
   if (chunk <= 0 || chunk % 16 != 0 || per_block % chunk != 0 ||
       reinterpret_cast<uintptr_t>(src) % 16 != 0) {
-    return InvalidArgument(
-        "moe_lsu_probe: chunk must be a positive multiple of 16 dividing "
-        "per_block, src 16-byte aligned");
+    return InvalidArgument(std::string(name) +
+                           ": chunk must be a positive multiple of 16 dividing "
+                           "per_block, src 16-byte aligned");
   }
   const int stages = std::max(1, std::min(400, ring_bytes / chunk));
-  const size_t smem = static_cast<size_t>(stages) * chunk + stages * 8;
-  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(moe_lsu_probe),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  *smem = static_cast<size_t>(stages) * chunk + static_cast<size_t>(bars_per_stage) * stages * 8;
+  GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(*smem)));
+  return stages;
+}
+
+}  // namespace
+
+Status launch_moe_lsu_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
+                            int ring_bytes, cudaStream_t s) {
+  size_t smem = 0;
+  GS_ASSIGN_OR_RETURN(const int stages,
+                      probe_stages("moe_lsu_probe", reinterpret_cast<const void*>(moe_lsu_probe),
+                                   src, per_block, chunk, ring_bytes, 1, &smem));
   moe_lsu_probe<<<blocks, kLsuThreads, smem, s>>>(src, per_block, chunk, stages);
   return launch_status("moe_lsu_probe");
 }
 
 Status launch_moe_bulk_probe(const uint8_t* src, size_t per_block, int blocks, int chunk,
                              int ring_bytes, cudaStream_t s) {
-  if (chunk <= 0 || chunk % 16 != 0 || per_block % chunk != 0 ||
-      reinterpret_cast<uintptr_t>(src) % 16 != 0) {
-    return InvalidArgument(
-        "moe_bulk_probe: chunk must be a positive multiple of 16 dividing "
-        "per_block, src 16-byte aligned");
-  }
-  const int stages = std::max(1, std::min(400, ring_bytes / chunk));
-  const size_t smem = static_cast<size_t>(stages) * chunk + 2 * stages * 8;
-  GS_CUDA_RETURN(cudaFuncSetAttribute(reinterpret_cast<const void*>(moe_bulk_probe),
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  size_t smem = 0;
+  GS_ASSIGN_OR_RETURN(const int stages,
+                      probe_stages("moe_bulk_probe", reinterpret_cast<const void*>(moe_bulk_probe),
+                                   src, per_block, chunk, ring_bytes, 2, &smem));
   moe_bulk_probe<<<blocks, 64, smem, s>>>(src, per_block, chunk, stages);
   return launch_status("moe_bulk_probe");
 }

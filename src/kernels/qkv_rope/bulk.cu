@@ -108,9 +108,7 @@ Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t s) {
     return InvalidArgument("qkv_rope_bulk: needs batch 1, hidden <= " +
                            std::to_string(kQkvBulkMaxHidden) + " and an sm_90 GPU");
   }
-  int dev = 0, sms = 0;
-  GS_CUDA_RETURN(cudaGetDevice(&dev));
-  GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
   GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
   auto* kernel = p.norm_w ? qkv_rope_bulk_bf16w_f32a<true> : qkv_rope_bulk_bf16w_f32a<false>;

@@ -17,15 +17,13 @@ using namespace gossamer::kern;
 constexpr int kLayers = 36;
 
 // Mean ms per replay of a graph of kLayers calls of `layer` (captured on a stream of its own).
-double graph_ms(cudaStream_t, const std::function<bool(cudaStream_t)>& layer) {
+double graph_ms(const std::function<bool(cudaStream_t)>& layer) {
   return kLayers * testing::graph_ms([&](cudaStream_t st, int) { return layer(st); }, kLayers, 50);
 }
 
 }  // namespace
 
 int main() {
-  cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   std::printf("routing chain per layer (graph of %d layers, us per layer)\n", kLayers);
   for (const auto& c : kNormRouterCases) {
     const size_t xs = static_cast<size_t>(c.batch) * c.hidden;
@@ -38,7 +36,7 @@ int main() {
     cudaMemset(w.get(), 0, w.bytes());
     cudaMemset(bias.get(), 0, bias.bytes());
     for (bool pdl : {false, true}) {
-      const double t3 = graph_ms(s, [&](cudaStream_t st) {
+      const double t3 = graph_ms([&](cudaStream_t st) {
         return launch_rmsnorm({x.get(), g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f, pdl},
                               st)
                    .ok() &&
@@ -53,7 +51,7 @@ int main() {
       std::printf("%-20s pdl %-3s  rmsnorm+gemv+topk %7.2f us", c.name, pdl ? "on" : "off",
                   1e3 * t3 / kLayers);
       for (int v : kNormRouterVariants) {
-        const double t1 = graph_ms(s, [&](cudaStream_t st) {
+        const double t1 = graph_ms([&](cudaStream_t st) {
           return launch_norm_router_topk(
                      {x.get(), g.get(), w.get(), bias.get(), xn.get(), nullptr, ids.get(),
                       wts.get(), c.batch, c.hidden, c.n_experts, c.k, 1e-5f, pdl, v},
@@ -65,6 +63,5 @@ int main() {
       std::printf("\n");
     }
   }
-  cudaStreamDestroy(s);
   return 0;
 }
