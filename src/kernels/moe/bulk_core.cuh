@@ -19,24 +19,27 @@ using namespace moe_tc;  // NOLINT: internal helpers
 // memory) against the staged vector `xv` (split stride su): acc / bad as in tc_block. Lane (g, t)
 // takes blocks t + 4 s of row g (row stride 16 nb bytes: the LDS.128 of rows 2m, 2m+1 overlap in
 // half their banks, a 2-way conflict on 1 of 5 LDS).
+// Blocks [c0, c1) only (default: all), the K range of this warp when warps share a group
+// (bulk.cu gate_up). c0 must be a multiple of 4: the last, partial step reads the staged
+// activations of blocks up to pad4(c1) - 1, which exist (zero past nb) only from such a start.
 __device__ __forceinline__ void run_group(const uint8_t* wg, const uint8_t* sg, const uint4* xv,
-                                          int su, int nb, int lane, float (&acc)[2],
-                                          uint32_t& bad) {
-  const int g = lane >> 2, t = lane & 3;
-  const uint8_t* w = wg + (g * nb + t) * 16;
-  const uint8_t* sc = sg + g * nb + t;
-  const uint4* a = xv + (g < kSplits ? g : 0) * su + t * 4;
-  const int full_steps = nb >> 2;
+                                          int su, int nb, int lane, float (&acc)[2], uint32_t& bad,
+                                          int c0 = 0, int c1 = -1) {
+  const int g = lane >> 2, t = lane & 3, nc = (c1 < 0 ? nb : c1) - c0;
+  const uint8_t* w = wg + (g * nb + c0 + t) * 16;
+  const uint8_t* sc = sg + g * nb + c0 + t;
+  const uint4* a = xv + (g < kSplits ? g : 0) * su + (c0 + t) * 4;
+  const int full_steps = nc >> 2;
 #pragma unroll 2
   for (int s = 0; s < full_steps; ++s) {
     const uint4 q = *reinterpret_cast<const uint4*>(w + s * 64);
     tc_block(q, sc[4 * s], a + s * 16, acc, bad);
   }
-  if (full_steps * 4 < nb) {  // last partial step: lanes past nb take zero weights
+  if (full_steps * 4 < nc) {  // last partial step: lanes past the range take zero weights
     const int s = full_steps;
     uint4 q = make_uint4(0, 0, 0, 0);
     uint32_t sb = 127;
-    if (t + 4 * s < nb) {
+    if (t + 4 * s < nc) {
       q = *reinterpret_cast<const uint4*>(w + s * 64);
       sb = sc[4 * s];
     }
@@ -44,32 +47,42 @@ __device__ __forceinline__ void run_group(const uint8_t* wg, const uint8_t* sg, 
   }
 }
 
-// Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): sums the three split rows of
-// the accumulators; when a scale byte was outside the fast range, recomputes the rows with the
-// exact fp32 path from global memory (the fp32 vector xf).
+// The three split rows of the accumulators summed (lanes 0..3: rows 2t, 2t+1), times 2^kX.
+__device__ __forceinline__ float2 split_rows(const float (&acc)[2], int lane) {
+  const int t = lane & 3;
+  const float r0 =
+      __shfl_sync(0xffffffffu, acc[0], t + 8) + __shfl_sync(0xffffffffu, acc[0], t + 4);
+  const float r1 =
+      __shfl_sync(0xffffffffu, acc[1], t + 8) + __shfl_sync(0xffffffffu, acc[1], t + 4);
+  return make_float2((r0 + acc[0]) * 4294967296.f, (r1 + acc[1]) * 4294967296.f);  // 2^kX
+}
+
+// The exact fp32 dots of the warp's 8 rows from global memory (the vector xf in fp32), on lanes
+// 0..3 as rows 2t, 2t+1: the fallback for scale bytes outside the tensor-core range.
+__device__ __forceinline__ float2 exact_rows(const uint8_t* blocks, const uint8_t* scales,
+                                             size_t row0, int nb, const float* xf, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const uint8_t* wrow = blocks + (row0 + g) * nb * 16;
+  const uint8_t* srow = scales + (row0 + g) * nb;
+  float f = 0.f;
+  for (int c = t; c < nb; c += 4) {
+    const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
+                                      reinterpret_cast<const float4*>(xf + c * 32));
+    f = fmaf(dot, e8m0_half(srow[c]), f);
+  }
+  f += __shfl_xor_sync(0xffffffffu, f, 1);
+  f += __shfl_xor_sync(0xffffffffu, f, 2);
+  return make_float2(__shfl_sync(0xffffffffu, f, 8 * t), __shfl_sync(0xffffffffu, f, 8 * t + 4));
+}
+
+// Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): split_rows, or exact_rows when
+// a scale byte was outside the fast range.
 __device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t bad,
                                               const uint8_t* blocks, const uint8_t* scales,
                                               size_t row0, int nb, const float* xf, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  float r0 = __shfl_sync(0xffffffffu, acc[0], t + 8) + __shfl_sync(0xffffffffu, acc[0], t + 4);
-  float r1 = __shfl_sync(0xffffffffu, acc[1], t + 8) + __shfl_sync(0xffffffffu, acc[1], t + 4);
-  r0 = (r0 + acc[0]) * 4294967296.f;  // 2^kX
-  r1 = (r1 + acc[1]) * 4294967296.f;
-  if (__any_sync(0xffffffffu, bad)) {
-    const uint8_t* wrow = blocks + (row0 + g) * nb * 16;
-    const uint8_t* srow = scales + (row0 + g) * nb;
-    float f = 0.f;
-    for (int c = t; c < nb; c += 4) {
-      const float dot = mxfp4_dot32_cvt(ldg_na16(wrow + static_cast<size_t>(c) * 16),
-                                        reinterpret_cast<const float4*>(xf + c * 32));
-      f = fmaf(dot, e8m0_half(srow[c]), f);
-    }
-    f += __shfl_xor_sync(0xffffffffu, f, 1);
-    f += __shfl_xor_sync(0xffffffffu, f, 2);
-    r0 = __shfl_sync(0xffffffffu, f, 8 * t);
-    r1 = __shfl_sync(0xffffffffu, f, 8 * t + 4);
-  }
-  return make_float2(r0, r1);
+  const float2 r = split_rows(acc, lane);
+  if (__any_sync(0xffffffffu, bad)) return exact_rows(blocks, scales, row0, nb, xf, lane);
+  return r;
 }
 
 // moe_down epilogue of row group u for token b: the warp of slot j puts its 8 finished dots (v
