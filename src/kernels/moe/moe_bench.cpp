@@ -58,6 +58,39 @@ static void bulk_probe(double ceil) {
   }
 }
 
+// The same bulk stream (11.5 KB copies, 184 KB ring, one block per SM) at 1x / 4x / 16x the
+// length: the time is launch + ramp + drain + bytes / steady rate, so the rate between the two
+// longest runs separates the steady copy rate from the fixed cost of one short kernel.
+static void bulk_probe_lengths(double ceil) {
+  using namespace gossamer::kern;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  constexpr int kRot = 4;  // rotating sets (the longest: 4 x 585 MB)
+  const size_t base = 11520 * 24;
+  testing::DevBuf<uint8_t> buf(kRot * base * 16 * sms);
+  cudaMemset(buf.get(), 0x11, buf.bytes());
+  double prev_ms = 0, prev_bytes = 0;
+  for (int mult : {1, 4, 16}) {
+    const size_t per_block = base * mult, set = per_block * sms;
+    int it = 0;
+    const double ms = testing::time_ms(
+        [&] {
+          const uint8_t* src = buf.get() + (it++ % kRot) * set;
+          (void)launch_moe_bulk_probe(src, per_block, sms, 11520, 184320, 0);
+        },
+        16);
+    testing::print_bench_line(
+        "bulk probe chunk 11520 B, " + std::to_string(per_block / 1024) + " KB per block",
+        static_cast<double>(set), ms, ceil);
+    if (prev_ms > 0) {
+      const double gbs = (set - prev_bytes) / ((ms - prev_ms) * 1e-3) / 1e9;
+      std::printf("  steady rate from the previous length: %.0f GB/s (%.1f%% of copy)\n", gbs,
+                  100.0 * gbs / ceil);
+    }
+    prev_ms = ms, prev_bytes = static_cast<double>(set);
+  }
+}
+
 // A failed launch leaves a sticky error: report it and stop instead of timing garbage.
 static bool device_ok(const std::string& what) {
   const cudaError_t e = cudaDeviceSynchronize();
@@ -74,7 +107,10 @@ int main(int argc, char** argv) {
   const double ceil = testing::copy_ceiling_gbs();
   std::printf("moe_gate_up_swiglu_mxfp4w_f32a / moe_down_mxfp4w_f32a (copy ceiling %.0f GB/s)\n",
               ceil);
-  if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) bulk_probe(ceil);
+  if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) {
+    bulk_probe(ceil);
+    bulk_probe_lengths(ceil);
+  }
   for (const auto& c : kMoeCases) {
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
     const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
