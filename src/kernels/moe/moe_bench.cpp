@@ -30,41 +30,11 @@ constexpr int kSets = 8;
 
 }  // namespace
 
-// Streams 8 rotating sets of one 270 KB region per SM through bulk_probe.cu's ring (copy size
-// x source offset), the bulk-copy ceiling of the pipe 6 kernels.
-static void bulk_probe(double ceil) {
-  using namespace gossamer::kern;
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  const size_t per_block = 11520 * 24, set = per_block * sms;
-  testing::DevBuf<uint8_t> buf(kSets * set + 256);
-  cudaMemset(buf.get(), 0x11, buf.bytes());
-  for (int lsu = 0; lsu < 2; ++lsu) {
-    for (int chunk : {512, 2048, 11520, 23040, 46080}) {
-      for (int offset : {0, 32}) {
-        int it = 0;
-        const double ms = testing::time_ms(
-            [&] {
-              const uint8_t* src = buf.get() + (it++ % kSets) * set + offset;
-              (void)(lsu ? launch_moe_lsu_probe(src, per_block, sms, chunk, 184320, 0)
-                         : launch_moe_bulk_probe(src, per_block, sms, chunk, 184320, 0));
-            },
-            32);
-        testing::print_bench_line(std::string(lsu ? "cp.async" : "bulk") + " probe chunk " +
-                                      std::to_string(chunk) + " B offset " + std::to_string(offset),
-                                  static_cast<double>(set), ms, ceil);
-      }
-    }
-  }
-}
-
 // The same bulk stream (11.5 KB copies, 184 KB ring, one block per SM) at 1x / 4x / 16x the
 // length: the time is launch + ramp + drain + bytes / steady rate, so the rate between the two
 // longest runs separates the steady copy rate from the fixed cost of one short kernel.
-static void bulk_probe_lengths(double ceil) {
+static void bulk_probe_lengths(double ceil, int sms) {
   using namespace gossamer::kern;
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   constexpr int kRot = 4;  // rotating sets (the longest: 4 x 585 MB)
   const size_t base = 11520 * 24;
   testing::DevBuf<uint8_t> buf(kRot * base * 16 * sms);
@@ -91,6 +61,35 @@ static void bulk_probe_lengths(double ceil) {
   }
 }
 
+// Streams 8 rotating sets of one 270 KB region per SM through bulk_probe.cu's ring (copy size
+// x source offset), the bulk-copy ceiling of the pipe 6 kernels.
+static void bulk_probe(double ceil) {
+  using namespace gossamer::kern;
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const size_t per_block = 11520 * 24, set = per_block * sms;
+  testing::DevBuf<uint8_t> buf(kSets * set + 256);
+  cudaMemset(buf.get(), 0x11, buf.bytes());
+  for (int lsu = 0; lsu < 2; ++lsu) {
+    for (int chunk : {512, 2048, 11520, 23040, 46080}) {
+      for (int offset : {0, 32}) {
+        int it = 0;
+        const double ms = testing::time_ms(
+            [&] {
+              const uint8_t* src = buf.get() + (it++ % kSets) * set + offset;
+              (void)(lsu ? launch_moe_lsu_probe(src, per_block, sms, chunk, 184320, 0)
+                         : launch_moe_bulk_probe(src, per_block, sms, chunk, 184320, 0));
+            },
+            32);
+        testing::print_bench_line(std::string(lsu ? "cp.async" : "bulk") + " probe chunk " +
+                                      std::to_string(chunk) + " B offset " + std::to_string(offset),
+                                  static_cast<double>(set), ms, ceil);
+      }
+    }
+  }
+  bulk_probe_lengths(ceil, sms);
+}
+
 // A failed launch leaves a sticky error: report it and stop instead of timing garbage.
 static bool device_ok(const std::string& what) {
   const cudaError_t e = cudaDeviceSynchronize();
@@ -107,10 +106,7 @@ int main(int argc, char** argv) {
   const double ceil = testing::copy_ceiling_gbs();
   std::printf("moe_gate_up_swiglu_mxfp4w_f32a / moe_down_mxfp4w_f32a (copy ceiling %.0f GB/s)\n",
               ceil);
-  if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) {
-    bulk_probe(ceil);
-    bulk_probe_lengths(ceil);
-  }
+  if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) bulk_probe(ceil);
   for (const auto& c : kMoeCases) {
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
     const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
