@@ -36,8 +36,7 @@ struct BenchArgs {
   int64_t prefill_min_rows = 8;  // CudaRunnerOptions default; also the decode-batch path
   bool no_graph = false, prefill_split = false;
   bool no_pdl = false;
-  bool fuse_oproj_router = false;  // CudaRunnerOptions::fuse_oproj_router (A/B)
-  bool kernel_profile = false;     // CUPTI per-kernel breakdown after each test
+  bool kernel_profile = false;  // CUPTI per-kernel breakdown after each test
 };
 
 #ifdef GOSSAMER_HAVE_CUDA
@@ -62,7 +61,6 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   o.prefill_split_bf16 = a.prefill_split;
   o.prefill_min_rows = a.prefill_min_rows;
   o.pdl = !a.no_pdl;
-  o.fuse_oproj_router = a.fuse_oproj_router;
   o.prefill_flash_variant = a.flash_variant;
   std::unique_ptr<CudaModelRunner> r;
   if (!a.synthetic.empty()) {
@@ -190,9 +188,8 @@ int run_bench(const BenchArgs& a) {
       {"max_sm_clock_mhz", info->sm_clock_mhz},
       {"max_mem_clock_mhz", info->mem_clock_mhz},
       {"flags", "cuda graphs " + std::string(a.no_graph ? "off" : "on") + ", pdl " +
-                    std::string(a.no_pdl ? "off" : "on") + ", oproj_router " +
-                    std::string(a.fuse_oproj_router ? "on" : "off") + ", batch " +
-                    std::to_string(a.batch) + ", sm_90a, cudart static, depth = random KV fill"},
+                    std::string(a.no_pdl ? "off" : "on") + ", batch " + std::to_string(a.batch) +
+                    ", sm_90a, cudart static, depth = random KV fill"},
       {"copy_ceiling_GBps", *ceil},
       {"gemm_ceiling_TFLOPs", *gemm_ceil},
       {"prefill_chunk", a.chunk},
@@ -258,8 +255,6 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-b,--batch", args->batch, "decode batch (sequences)")->check(CLI::Range(1, 64));
   cmd->add_flag("--no-graph", args->no_graph, "decode without CUDA graphs");
   cmd->add_flag("--no-pdl", args->no_pdl, "decode without programmatic dependent launch");
-  cmd->add_flag("--fuse-oproj-router", args->fuse_oproj_router,
-                "batch-1 decode: O-projection and MoE routing in one kernel (slower; A/B)");
   cmd->add_option("--chunk", args->chunk, "prefill rows per forward (longer prompts are chunked)")
       ->check(CLI::Range(1, 16384));
   cmd->add_option("--prefill-min-rows", args->prefill_min_rows,

@@ -100,20 +100,15 @@ std::string CudaModelRunner::kernel_path(int rows) const {
   };
   const int hidden = static_cast<int>(m.cfg.hidden_size);
   const int qdim = static_cast<int>(m.cfg.num_attention_heads * m.cfg.head_dim);
-  const std::string routing =
-      cudarun::uses_oproj_router(m, rows)
-          ? std::string("oproj_router_bulk_bf16w_f32a (o_proj+residual+rmsnorm+router+topk)")
-          : "o_proj " + gemv(hidden, qdim, false) + "+residual | " +
-                (fused_router
-                     ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
-                     : "rmsnorm | router " + gemv(router.n_experts, hidden, false) +
-                           " + topk_softmax_f32");
   kern::QkvRopeParams qkv;
   qkv.batch = rows;
   qkv.hidden = hidden;
   return std::string("embed_bf16_f32 | rmsnorm+") + kern::qkv_rope_variant(qkv) + " | " +
-         kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) + " | " +
-         routing +
+         kern::attention_variant(rows, m.splits_for(rows), m.ws.attn_tickets != nullptr) +
+         " | o_proj " + gemv(hidden, qdim, false) + "+residual | " +
+         (fused_router ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
+                       : "rmsnorm | router " + gemv(router.n_experts, hidden, false) +
+                             " + topk_softmax_f32") +
          " | moe_gate_up_swiglu_mxfp4w_f32a | "
          "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " +
          gemv(static_cast<int>(m.cfg.vocab_size), hidden, true) +

@@ -51,9 +51,6 @@ struct CudaRunnerOptions {
   // Programmatic dependent launch between the decode kernels that support it
   // (kernels/common/pdl.h, docs/decode-overhead.md); false: plain stream order.
   bool pdl = true;
-  // Batch-1 decode: O-projection + MoE norm + router + top-k in one kernel
-  // (kernels/oproj_router, docs/decode-overhead.md section 7: measured slower, off).
-  bool fuse_oproj_router = false;
   // Sample kLast rows on the GPU when the scheduler asks (SeqChunk::sampling; sampling.cpp):
   // only tokens and logprobs come back, not the logits rows. false: samples_on_device() is false.
   bool device_sampling = true;

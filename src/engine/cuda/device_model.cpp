@@ -8,7 +8,6 @@
 #include "engine/cuda/uploader.h"
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
-#include "kernels/oproj_router/params.h"
 
 namespace gossamer {
 
@@ -97,14 +96,6 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
       w.part_ml, alloc_n<float>(part_rows * cfg.num_attention_heads * 2, "attention partials"));
   GS_ASSIGN_OR_RETURN(w.attn_tickets, alloc_n<int32_t>(R_max * kvh, "attention tickets"));
   GS_CUDA_RETURN(cudaMemset(w.attn_tickets, 0, R_max * kvh * sizeof(int32_t)));
-  if (opts.fuse_oproj_router) {  // kernels/oproj_router scratch: one share row per block
-    GS_ASSIGN_OR_RETURN(const int grid, kern::oproj_router_grid(static_cast<int>(H)));
-    GS_ASSIGN_OR_RETURN(w.or_part,
-                        alloc_n<float>(kern::oproj_router_scratch_floats(grid, static_cast<int>(E)),
-                                       "oproj_router shares"));
-    GS_ASSIGN_OR_RETURN(w.or_ticket, alloc_n<uint32_t>(1, "oproj_router ticket"));
-    GS_CUDA_RETURN(cudaMemset(w.or_ticket, 0, sizeof(uint32_t)));
-  }
   GS_ASSIGN_OR_RETURN(w.router, alloc_n<float>(R_max * E, "router logits"));
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));

@@ -11,7 +11,6 @@
 #include "kernels/embed/params.h"
 #include "kernels/gemv/params.h"
 #include "kernels/moe/params.h"
-#include "kernels/oproj_router/params.h"
 #include "kernels/qkv_rope/params.h"
 #include "kernels/rmsnorm/params.h"
 #include "kernels/router/params.h"
@@ -24,8 +23,7 @@ namespace {
 using cudarun::Dims;
 using cudarun::Range;
 
-// Attention half of a layer: fused norm + QKV/RoPE/KV write, decode attention (the O-projection
-// follows in enqueue_oproj_route).
+// Attention half of a layer: fused norm + QKV/RoPE/KV write, split attention, O-proj + residual.
 Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
                          const Dims& d, kern::QkvRopeParams& qp, kern::AttnParams& ap) {
   using namespace kern;
@@ -54,34 +52,17 @@ Status enqueue_attention(const CudaModelRunner::Impl& m, const cudarun::DevLayer
   // full-context split count would leave most CTAs with nothing to do and a long combine).
   ap.splits = L.sliding ? std::min(m.splits_for(rows), std::max(1, (ap.window + 63) / 64))
                         : m.splits_for(rows);
-  return launch_attention(ap, s);
+  GS_RETURN_IF_ERROR(launch_attention(ap, s));
+  return launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr, d.pdl}, s);
 }
 
-// Batch-1 decode: O-projection + residual, MoE norm, router and top-k in one kernel.
-kern::OprojRouterParams oproj_router_params(const CudaModelRunner::Impl& m,
-                                            const cudarun::DevLayer& L, const Dims& d) {
-  const auto& ws = m.ws;
-  kern::OprojRouterParams p;
-  p.wo = L.o_w, p.bo = L.o_b, p.attn = ws.attn, p.x = ws.x;
-  p.norm_w = L.mlp_norm, p.wr = L.router_w, p.br = L.router_b;
-  p.xn = ws.xn, p.ids = ws.ids, p.weights = ws.rw, p.part = ws.or_part, p.ticket = ws.or_ticket;
-  p.hidden = d.H, p.qdim = d.QD, p.n_experts = d.E, p.k = d.K, p.eps = d.eps, p.pdl = d.pdl;
-  return p;
-}
-
-// O-projection + residual, then the MoE block's norm, router GEMV and top-k (writes xn, ids,
-// rw): one kernel at batch 1 when fuse_oproj_router, else the O GEMV and the routing kernels.
-Status enqueue_oproj_route(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
-                           const Dims& d) {
+// MoE half of a layer: norm, router GEMV + top-k, gate_up + SwiGLU, down + weighted residual.
+Status enqueue_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, int rows,
+                   const Dims& d) {
   using namespace kern;
   const auto& ws = m.ws;
   cudaStream_t s = m.stream;
-  if (cudarun::uses_oproj_router(m, rows)) {
-    return launch_oproj_router(oproj_router_params(m, L, d), s);
-  }
-  GS_RETURN_IF_ERROR(
-      launch_gemv({L.o_w, L.o_b, ws.attn, ws.x, d.H, d.QD, rows, d.H, true, nullptr, d.pdl}, s));
-  Range r("moe routing");
+  Range r("moe block");
   if (use_norm_router(d.E)) {  // one fused kernel: norm (writes xn), router GEMV, top-k
     GS_RETURN_IF_ERROR(
         launch_norm_router_topk({ws.x, L.mlp_norm, L.router_w, L.router_b, ws.xn, nullptr, ws.ids,
@@ -94,7 +75,7 @@ Status enqueue_oproj_route(const CudaModelRunner::Impl& m, const cudarun::DevLay
         {L.router_w, L.router_b, ws.xn, ws.router, d.E, d.H, rows, d.E, false, nullptr, d.pdl}, s));
     GS_RETURN_IF_ERROR(launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K, d.pdl}, s));
   }
-  return Status::Ok();
+  return cudarun::enqueue_moe_experts(m, L, 0, rows, d);
 }
 
 }  // namespace
@@ -124,20 +105,13 @@ Status CudaModelRunner::Impl::enqueue_forward(int rows, int logit_rows, bool fee
   for (const cudarun::DevLayer& L : layers) {
     Range layer_range(L.sliding ? "layer (sliding)" : "layer (full)");
     GS_RETURN_IF_ERROR(enqueue_attention(*this, L, rows, d, qp, ap));
-    GS_RETURN_IF_ERROR(enqueue_oproj_route(*this, L, rows, d));
-    Range moe("moe experts");
-    GS_RETURN_IF_ERROR(cudarun::enqueue_moe_experts(*this, L, 0, rows, d));
+    GS_RETURN_IF_ERROR(enqueue_moe(*this, L, rows, d));
   }
   if (logit_rows == 0) return Status::Ok();
   return cudarun::enqueue_lm_head(*this, logit_rows, feedback, d);
 }
 
 namespace cudarun {
-
-bool uses_oproj_router(const CudaModelRunner::Impl& m, int rows) {
-  if (rows != 1 || m.ws.or_part == nullptr || m.layers.empty()) return false;
-  return kern::oproj_router_supported(oproj_router_params(m, m.layers[0], Dims(m.cfg, m.opts.pdl)));
-}
 
 kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, const Dims& d) {
   kern::AttnParams ap;

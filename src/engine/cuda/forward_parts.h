@@ -45,10 +45,6 @@ kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, co
 Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, int r0, int n,
                            const Dims& d);
 
-// Whether a decode forward of `rows` rows runs the O-projection and the MoE routing as one
-// oproj_router kernel (batch 1, opts.fuse_oproj_router, shapes and GPU supported).
-bool uses_oproj_router(const CudaModelRunner::Impl& m, int rows);
-
 // lm_head: logits rows above this count use cuBLASLt (split bf16) instead of the GEMV.
 constexpr int kGemvMaxRows = 8;
 bool lm_head_uses_gemm(const CudaModelRunner::Impl& m, int logit_rows);

@@ -55,8 +55,6 @@ struct Workspace {
   float* part_o = nullptr;             // [max R*splits, nh, 64]
   float* part_ml = nullptr;            // [max R*splits, nh, 2]
   int32_t* attn_tickets = nullptr;     // [R_max, kvh] zero; decode attention re-zeroes them
-  float* or_part = nullptr;            // [grid, E + 1] oproj_router shares (batch-1 decode)
-  uint32_t* or_ticket = nullptr;       // one word, zero; oproj_router resets it
   float* router = nullptr;             // [R_max, E]
   int32_t* ids = nullptr;              // [R_max, k]
   float* rw = nullptr;                 // [R_max, k]
