@@ -3,13 +3,21 @@
 // "chain": the decode step's situation, batch 1: a CUDA graph of 32 launches with PDL over 8
 // distinct weight matrices (> the L2 in total, so each launch streams its weights from DRAM),
 // us per launch, for the decode GEMV shapes (O-projection with the residual add; the QKV shape
-// without RoPE, for comparison with qkv_rope).
+// without RoPE, for comparison with qkv_rope). Part 3, "persistent chain" (chain_probe.h): 32
+// dependent GEMVs alternating the QKV and O shapes, as 32 PDL launches of the bulk GEMV and as
+// one persistent kernel (docs/decode-budget.md).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/common/testing.h"
 #include "kernels/gemv/cases.h"
+#include "kernels/gemv/chain_probe.h"
 #include "kernels/gemv/params.h"
 
 namespace gossamer::kern {
@@ -65,6 +73,85 @@ void chain_case(const char* name, int rows, int cols, bool accumulate, double ce
   }
 }
 
+// Part 3: steps alternate A = 5120 x 2880 (QKV shape) and B = 2880 x 4096 (O shape), 4 weight
+// sets of each (220 MB: from DRAM); both versions start from the same x and must agree bitwise.
+void persistent_chain(double ceil) {
+  constexpr int kSteps = 32, kSets = 4, kLen = 5120;
+  const int shape[2][2] = {{5120, 2880}, {2880, 4096}};
+  std::mt19937_64 rng(testing::fresh_seed("gemv persistent chain"));
+  std::vector<std::unique_ptr<testing::DevBuf<uint16_t>>> mats;
+  for (int i = 0; i < 2 * kSets; ++i) {
+    const int r = shape[i % 2][0], c = shape[i % 2][1];
+    const float a = std::sqrt(3.f / static_cast<float>(c));  // keeps |x| about constant
+    mats.push_back(std::make_unique<testing::DevBuf<uint16_t>>(static_cast<size_t>(r) * c));
+    mats.back()->upload(testing::rand_bf16(rng, static_cast<size_t>(r) * c, -a, a));
+  }
+  std::vector<const uint16_t*> hw(kSteps);
+  std::vector<int> rows(kSteps), cols(kSteps);
+  double bytes = 0;
+  for (int m = 0; m < kSteps; ++m) {
+    hw[m] = mats[m % (2 * kSets)]->get();
+    rows[m] = shape[m % 2][0], cols[m] = shape[m % 2][1];
+    bytes += 2.0 * rows[m] * cols[m];
+  }
+  const auto x0 = testing::rand_f32(rng, kLen, -1.f, 1.f);
+  testing::DevBuf<float> act(2 * kLen);
+  testing::DevBuf<unsigned> counters(kSteps + 1);
+  auto chain = [&](cudaStream_t s) {
+    for (int m = 0; m < kSteps; ++m) {
+      GemvParams p{hw[m],
+                   nullptr,
+                   act.get() + (m & 1) * kLen,
+                   act.get() + ((m + 1) & 1) * kLen,
+                   rows[m],
+                   cols[m],
+                   1,
+                   rows[m],
+                   false,
+                   nullptr,
+                   true};
+      p.variant = 2;
+      if (!launch_gemv(p, s).ok()) return false;
+    }
+    return true;
+  };
+  GemvChainProbe probe{hw.data(), rows.data(), cols.data(),    kSteps,
+                       act.get(), kLen,        counters.get(), 0};
+  auto persistent = [&](cudaStream_t s, int ring_kb) {
+    GemvChainProbe q = probe;
+    q.ring_bytes = ring_kb * 1024;
+    return cudaMemsetAsync(counters.get(), 0, counters.bytes(), s) == cudaSuccess &&
+           launch_gemv_chain_probe(q, s).ok();
+  };
+  std::vector<float> init(2 * kLen, 0.f);
+  std::copy(x0.begin(), x0.end(), init.begin());
+  // Correctness first: one run of each from x0, final activations compared bitwise.
+  act.upload(init);
+  const bool ok1 = chain(0);
+  cudaDeviceSynchronize();
+  const auto ref = act.download();
+  act.upload(init);
+  const bool ok2 = persistent(0, 128);
+  cudaDeviceSynchronize();
+  const auto got = act.download();
+  size_t diff = 0;
+  for (int i = 0; i < kLen; ++i) diff += std::memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+  std::printf(
+      "persistent chain: %d steps (5120x2880 / 2880x4096 alternating), %s; final "
+      "activations differing from the PDL chain: %zu of %d\n",
+      kSteps, ok1 && ok2 ? "both ran" : "LAUNCH FAILED", diff, kLen);
+  const double t_chain = testing::graph_ms([&](cudaStream_t s, int) { return chain(s); }, 1, 20);
+  testing::print_bench_line("32 PDL launches of gemv_bulk (ring 64 KB), per step", bytes / kSteps,
+                            t_chain / kSteps, ceil);
+  for (int ring_kb : {64, 128, 192}) {
+    const double t =
+        testing::graph_ms([&](cudaStream_t s, int) { return persistent(s, ring_kb); }, 1, 20);
+    testing::print_bench_line(
+        "persistent kernel, ring " + std::to_string(ring_kb) + " KB, per step", bytes / kSteps,
+        t / kSteps, ceil);
+  }
+}
+
 }  // namespace
 }  // namespace gossamer::kern
 
@@ -76,5 +163,6 @@ int main() {
   chain_case("o_proj 2880x4096 b1 +res", 2880, 4096, true, ceil);
   chain_case("qkv shape 5120x2880 b1", 5120, 2880, false, ceil);
   chain_case("router 128x2880 b1", 128, 2880, false, ceil);
+  persistent_chain(ceil);
   return 0;
 }

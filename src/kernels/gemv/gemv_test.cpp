@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "kernels/common/testing.h"
 #include "kernels/gemv/cases.h"
+#include "kernels/gemv/chain_probe.h"
 #include "kernels/gemv/params.h"
 
 namespace gossamer::kern {
@@ -112,6 +116,69 @@ TEST(Gemv, RejectsBadParams) {
   unsigned long long key = 0;
   p.argmax = &key;  // the bulk kernel has no argmax: refused with a message, not run
   EXPECT_NE(launch_gemv_bulk(p, 0).message().find("no argmax"), std::string::npos);
+}
+
+// The persistent-chain probe (chain_probe.h) on small odd shapes: its final activations equal
+// those of the same steps as PDL launches of the bulk GEMV (bitwise) and are within 1e-5 of an
+// fp64 chain (each step's input rounded to f32 as on the GPU).
+TEST(GemvChainProbe, MatchesPdlChainAndFp64) {
+  std::mt19937_64 rng(testing::fresh_seed("gemv chain probe"));
+  constexpr int kSteps = 5, kLen = 1000;
+  const int rows[kSteps] = {1000, 520, 999, 264, 136}, cols[kSteps] = {520, 512, 520, 992, 264};
+  std::vector<std::unique_ptr<DevBuf<uint16_t>>> mats;
+  std::vector<std::vector<uint16_t>> hmats;
+  std::vector<const uint16_t*> ptrs;
+  for (int m = 0; m < kSteps; ++m) {
+    const float a = std::sqrt(3.f / static_cast<float>(cols[m]));
+    hmats.push_back(testing::rand_bf16(rng, static_cast<size_t>(rows[m]) * cols[m], -a, a));
+    mats.push_back(std::make_unique<DevBuf<uint16_t>>(hmats.back().size()));
+    mats.back()->upload(hmats.back());
+    ptrs.push_back(mats.back()->get());
+  }
+  std::vector<float> init(2 * kLen, 0.f), x = testing::rand_f32(rng, cols[0], -1.f, 1.f);
+  std::copy(x.begin(), x.end(), init.begin());
+  std::vector<double> ref;
+  for (int m = 0; m < kSteps; ++m) {
+    ref = gemv_ref(hmats[m], {}, x, {}, rows[m], cols[m], 1);
+    if (m + 1 < kSteps) x.assign(ref.begin(), ref.begin() + cols[m + 1]);  // f32, as on the GPU
+  }
+  DevBuf<float> act(2 * kLen);
+  DevBuf<unsigned> counters(kSteps + 1);
+  act.upload(init);
+  for (int m = 0; m < kSteps; ++m) {
+    GemvParams p{ptrs[m],
+                 nullptr,
+                 act.get() + (m & 1) * kLen,
+                 act.get() + ((m + 1) & 1) * kLen,
+                 rows[m],
+                 cols[m],
+                 1,
+                 rows[m],
+                 false,
+                 nullptr,
+                 true};
+    p.variant = 2;
+    ASSERT_TRUE(launch_gemv(p, 0).ok());
+  }
+  testing::sync_or_die("gemv chain");
+  const auto chain = act.download();
+  act.upload(init);
+  cudaMemset(counters.get(), 0, counters.bytes());
+  const GemvChainProbe probe{ptrs.data(), rows, cols,           kSteps,
+                             act.get(),   kLen, counters.get(), 16 * 1024};
+  ASSERT_TRUE(launch_gemv_chain_probe(probe, 0).ok());
+  testing::sync_or_die("gemv chain probe");
+  const auto got = act.download();
+  const float* last = got.data() + (kSteps & 1) * kLen;  // step kSteps - 1 wrote this half
+  const double err = testing::rel_err(last, ref.data(), rows[kSteps - 1]);
+  std::printf("gemv chain probe: %d steps, rel_err vs fp64 %.3g\n", kSteps, err);
+  EXPECT_LT(err, 1e-5);
+  EXPECT_EQ(std::memcmp(last, chain.data() + (kSteps & 1) * kLen, rows[kSteps - 1] * sizeof(float)),
+            0);
+  GemvChainProbe bad = probe;
+  const int bad_cols[kSteps] = {520, 512, 1000, 264, 136};  // step 2 reads more than step 1 wrote
+  bad.cols = bad_cols;
+  EXPECT_FALSE(bad.validate().ok());
 }
 
 }  // namespace
