@@ -17,6 +17,7 @@
 #include "kernels/common/bulk_gemv.cuh"
 #include "kernels/common/cuda_check.h"
 #include "kernels/gemv/chain_probe.h"
+#include "kernels/gemv/params.h"
 
 namespace gossamer::kern {
 namespace {
@@ -144,6 +145,23 @@ Status launch_gemv_chain_probe(const GemvChainProbe& p, cudaStream_t s) {
   gemv_chain_probe_bf16w_f32a<<<sms, kThreads, smem, s>>>(S, p.act, p.act_len, p.counters, slots,
                                                           row_bytes);
   return cuda_status(cudaGetLastError(), "gemv_chain_probe_bf16w_f32a");
+}
+
+Status launch_gemv_chain_pdl(const GemvChainProbe& p, cudaStream_t s) {
+  GS_RETURN_IF_ERROR(p.validate());
+  for (int m = 0; m < p.steps; ++m) {
+    GemvParams g;
+    g.w = p.w[m];
+    g.x = p.act + static_cast<size_t>(m & 1) * p.act_len;
+    g.y = p.act + static_cast<size_t>((m + 1) & 1) * p.act_len;
+    g.rows = g.ldy = p.rows[m];
+    g.cols = p.cols[m];
+    g.batch = 1;
+    g.pdl = true;
+    g.variant = 2;
+    GS_RETURN_IF_ERROR(launch_gemv(g, s));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gossamer::kern

@@ -28,5 +28,7 @@ struct GemvChainProbe {
 inline constexpr int kChainProbeMaxSteps = 64;
 
 Status launch_gemv_chain_probe(const GemvChainProbe& p, cudaStream_t stream);
+// The same steps as `steps` PDL launches of gemv_bulk_bf16w_f32a (counters and ring_bytes unused).
+Status launch_gemv_chain_pdl(const GemvChainProbe& p, cudaStream_t stream);
 
 }  // namespace gossamer::kern

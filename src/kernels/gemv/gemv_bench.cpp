@@ -97,26 +97,9 @@ void persistent_chain(double ceil) {
   const auto x0 = testing::rand_f32(rng, kLen, -1.f, 1.f);
   testing::DevBuf<float> act(2 * kLen);
   testing::DevBuf<unsigned> counters(kSteps + 1);
-  auto chain = [&](cudaStream_t s) {
-    for (int m = 0; m < kSteps; ++m) {
-      GemvParams p{hw[m],
-                   nullptr,
-                   act.get() + (m & 1) * kLen,
-                   act.get() + ((m + 1) & 1) * kLen,
-                   rows[m],
-                   cols[m],
-                   1,
-                   rows[m],
-                   false,
-                   nullptr,
-                   true};
-      p.variant = 2;
-      if (!launch_gemv(p, s).ok()) return false;
-    }
-    return true;
-  };
   GemvChainProbe probe{hw.data(), rows.data(), cols.data(),    kSteps,
                        act.get(), kLen,        counters.get(), 0};
+  auto chain = [&](cudaStream_t s) { return launch_gemv_chain_pdl(probe, s).ok(); };
   auto persistent = [&](cudaStream_t s, int ring_kb) {
     GemvChainProbe q = probe;
     q.ring_bytes = ring_kb * 1024;

@@ -144,28 +144,14 @@ TEST(GemvChainProbe, MatchesPdlChainAndFp64) {
   }
   DevBuf<float> act(2 * kLen);
   DevBuf<unsigned> counters(kSteps + 1);
+  const GemvChainProbe probe{ptrs.data(), rows, cols,           kSteps,
+                             act.get(),   kLen, counters.get(), 16 * 1024};
   act.upload(init);
-  for (int m = 0; m < kSteps; ++m) {
-    GemvParams p{ptrs[m],
-                 nullptr,
-                 act.get() + (m & 1) * kLen,
-                 act.get() + ((m + 1) & 1) * kLen,
-                 rows[m],
-                 cols[m],
-                 1,
-                 rows[m],
-                 false,
-                 nullptr,
-                 true};
-    p.variant = 2;
-    ASSERT_TRUE(launch_gemv(p, 0).ok());
-  }
+  ASSERT_TRUE(launch_gemv_chain_pdl(probe, 0).ok());
   testing::sync_or_die("gemv chain");
   const auto chain = act.download();
   act.upload(init);
   cudaMemset(counters.get(), 0, counters.bytes());
-  const GemvChainProbe probe{ptrs.data(), rows, cols,           kSteps,
-                             act.get(),   kLen, counters.get(), 16 * 1024};
   ASSERT_TRUE(launch_gemv_chain_probe(probe, 0).ok());
   testing::sync_or_die("gemv chain probe");
   const auto got = act.download();
