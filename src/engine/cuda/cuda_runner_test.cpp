@@ -45,15 +45,33 @@ void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
 }
 // Rows of one sequence are not independent here: a routing flip caused by the bf16 rounding of
 // K/V at one position changes that position's hidden state, hence the K/V that every later
-// position attends to. Seed 12183827321165605538 (config hidden 64, inter 128, heads 8/2): the
-// GPU matched the bf16-K/V CPU to 1.4e-4 on every row, while 7 of 21 prefill rows were 1e-2 ..
-// 0.13 off the fp32 CPU (the same with the session-7 kernels). So: 60% within 1e-2.
-void expect_rows_close_fp32(const std::vector<double>& errs, const char* what) {
+// position attends to. That flip lies between the two CPU references themselves (the GPU follows
+// the bf16-K/V one, checked on every row above): seed 12183827321165605538 (hidden 64, inter
+// 128, heads 8/2): the GPU matched the bf16-K/V CPU to 1.4e-4 on every row while 7 of 21 prefill
+// rows were 1e-2 .. 0.13 off the fp32 CPU; seed 16395954375968404938 (hidden 128, inter 32,
+// heads 1/1): 2.1e-5 vs 10 of 21 rows off. So the fp32 bound (60% within 1e-2, median <= 5e-3)
+// applies to the rows before the first one where the references differ by more than kRefFlip
+// (`refs`: bf16-K/V CPU vs fp32 CPU per row); every row keeps max <= 0.5.
+constexpr double kRefFlip = 0.05;
+void expect_rows_close_fp32(const std::vector<double>& errs, const std::vector<double>& refs,
+                            const char* what) {
   ASSERT_FALSE(errs.empty());
-  const RowStats s = row_stats(errs, 1e-2, what);
-  EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
-  EXPECT_LE(s.median, 5e-3) << what;
-  EXPECT_LE(s.max, 0.5) << what;
+  ASSERT_EQ(errs.size(), refs.size());
+  size_t cut = 0;
+  while (cut < refs.size() && refs[cut] <= kRefFlip) ++cut;
+  if (cut < refs.size()) {
+    std::printf(
+        "  %s: from row %zu on the rows follow a routing flip between the CPU references"
+        " (%.3g apart there): fp32 bound on rows [0, %zu)\n",
+        what, cut, refs[cut], cut);
+  }
+  if (cut > 0) {
+    const RowStats s =
+        row_stats({errs.begin(), errs.begin() + static_cast<std::ptrdiff_t>(cut)}, 1e-2, what);
+    EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
+    EXPECT_LE(s.median, 5e-3) << what;
+  }
+  EXPECT_LE(*std::max_element(errs.begin(), errs.end()), 0.5) << what;
 }
 
 struct Fixture {
@@ -137,15 +155,20 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
   const Status s = f.gpu->step({&c, 1}, &og);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_EQ(og.rows, prompt_len);
-  std::vector<double> e32, e16;
+  std::vector<double> e32, e16, refs;
   for (int r = 0; r < prompt_len; ++r) {
     e32.push_back(rel_err(&og.logits[r * V], &oc.logits[r * V], V));
     e16.push_back(rel_err(&og.logits[r * V], &ob.logits[r * V], V));
+    refs.push_back(rel_err(&ob.logits[r * V], &oc.logits[r * V], V));
   }
   expect_rows_match_bf16kv(e16, "prefill rows vs cpu (bf16 K/V)");
-  expect_rows_close_fp32(e32, "prefill rows vs cpu (fp32)");
+  expect_rows_close_fp32(e32, refs, "prefill rows vs cpu (fp32)");
+  // The decode rows attend to every prompt row: after a flip between the references in the
+  // prompt, they are compared with the fp32 CPU for max <= 0.5 only.
+  const bool prompt_flip = *std::max_element(refs.begin(), refs.end()) > kRefFlip;
   e32.clear();
   e16.clear();
+  refs.clear();
   int compared = 0, agreed = 0;
   float margin = 0;
   int32_t tok = argmax(&oc.logits[(prompt_len - 1) * V], V, &margin);
@@ -157,6 +180,7 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
     ASSERT_TRUE(f.gpu->step({&d, 1}, &og).ok());
     e32.push_back(rel_err(og.logits.data(), oc.logits.data(), V));
     e16.push_back(rel_err(og.logits.data(), ob.logits.data(), V));
+    refs.push_back(prompt_flip ? 1.0 : rel_err(ob.logits.data(), oc.logits.data(), V));
     if (e16.back() > 1e-3)
       std::printf("  outlier: decode step %d rel_err vs bf16-K/V cpu %.3g\n", step, e16.back());
     float mc = 0, mg = 0;
@@ -171,7 +195,7 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
     tok = tc;
   }
   expect_rows_match_bf16kv(e16, "decode steps vs cpu (bf16 K/V)");
-  expect_rows_close_fp32(e32, "decode steps vs cpu (fp32)");
+  expect_rows_close_fp32(e32, refs, "decode steps vs cpu (fp32)");
   std::printf("greedy agreement with the fp32 cpu %d/%d (non-tied steps)\n", agreed, compared);
   EXPECT_GE(agreed, compared * 9 / 10);
   EXPECT_GE(compared, decode_steps * 3 / 4);

@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "common/npy.h"
 #include "model/config.h"
 #include "model/synth.h"
 
@@ -76,6 +79,26 @@ inline ModelConfig small_config(std::mt19937_64& rng, int group_log2_choices,
   c.eos_token_ids = {1};
   c.pad_token_id = 0;
   return c;
+}
+
+// How near-tied the routing of `row` is in a CPU runner's dump of step `step`
+// (CpuRunnerOptions::dump_dir): the smallest gap, over the layers, between the k-th and the
+// (k+1)-th largest router logits of that row (a perturbation of that size can pick another
+// expert there). Negative when the dump cannot be read.
+inline double router_tie_gap(const std::string& dump_dir, int step, int layers, int row, int k) {
+  double gap = INFINITY;
+  for (int l = 0; l < layers; ++l) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/s%d.L%02d.router_logits.npy", step, l);
+    const auto a = read_npy_f32(dump_dir + name);
+    if (!a.ok() || a->shape.size() != 2 || a->shape[0] <= row || a->shape[1] <= k) return -1;
+    const int64_t E = a->shape[1];
+    std::vector<float> v(a->data.begin() + row * E, a->data.begin() + (row + 1) * E);
+    std::nth_element(v.begin(), v.begin() + k, v.end(), std::greater<float>());
+    // v[k] is the (k+1)-th largest; v[0 .. k) are the k largest.
+    gap = std::min(gap, static_cast<double>(*std::min_element(v.begin(), v.begin() + k) - v[k]));
+  }
+  return gap;
 }
 
 }  // namespace gossamer::cudatest

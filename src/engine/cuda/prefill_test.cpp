@@ -34,9 +34,10 @@ using cudatest::RowStats;
 // Tolerances (row-wise relative error of the logits). Every comparison is against the CPU
 // runner with bf16 K/V, or between GPU runs.
 // - Split mode (prefill_split_bf16: GEMM activations as bf16 hi + lo, ~fp32): the prefill path
-//   must match the CPU like the decode path does, up to the few rows where a near-tied top-4-of-8
-//   routing choice flips in these tiny random models (5-25% on that row; seen on the decode
-//   path too, docs/cuda.md): >= 90% of rows within 1e-2, median <= `median`, none beyond 0.5.
+//   must match the CPU like the decode path does (>= 90% of rows within 1e-2, median <=
+//   `median`, none beyond 0.5) up to where a near-tied top-4-of-8 routing choice flips in these
+//   tiny random models (5-35% on that row, and the rows after it move too; seen on the decode
+//   path as well, docs/cuda.md): check_split.
 //   A flip can exceed 0.3: H100 2026-11-22, GOSSAMER_SEED=13812178932528201610, config 2 (hidden
 //   64, 8/2 heads, window 8): prompt row 105 at 0.352 in every prefill mode and the next 7 rows
 //   (its window) at 0.016..0.059; the CPU's layer-1 router logits of that row have their 4th and
@@ -44,8 +45,8 @@ using cudatest::RowStats;
 //   rows (GOSSAMER_TEST_KV_BS, GOSSAMER_TEST_CPU_DUMP: the diagnosis switches of this test).
 // - Default mode (plain bf16 GEMM activations, ~2^-9 rounding each, router GEMM on hi + lo):
 //   the issue's bound, expect_issue below. Other runners without a tighter bound are checked
-//   loosely (median <= 3e-2, max <= 0.5; a wrong rotation, slot or GEMM gives O(1) errors), the
-//   numbers printed.
+//   loosely (median <= 3e-2, max <= kFlipRowMax; a wrong rotation, slot or GEMM gives O(1) errors
+//   on most rows), the numbers printed.
 // Measured (H200, 2 runs x 3 configs): decode path vs cpu median 5e-5..3e-4; split bf16 with
 // the decode attention / MoE kernels 3e-4..7e-4 (max 1.1e-3 outside routing flips); split bf16
 // with flash_attn + moe_prefill 1.4e-3..3e-3.
@@ -87,18 +88,23 @@ void expect_mid(const std::vector<double>& e, const char* what) {
 // about the same as the default); near-tied top-4-of-8 routing choices in these tiny models
 // turn small differences into 5-35% errors on a row and its window, so a config's median moves
 // in steps (a per-config assertion would fail ~2% of the configs).
+// The largest error one row may show where routing flips are expected (bf16 activations, and
+// every row of a split-mode run): a flipped expert moved one prompt row by 0.63 in every bf16
+// mode and in split mode (H100 2026-11-26, GOSSAMER_SEED=16395954375968404938; 0.35 was the
+// largest seen before). A broken kernel still fails the median / within bounds, which count rows.
+constexpr double kFlipRowMax = 1.0;
 void expect_issue(std::vector<double> prompt, const std::vector<double>& decode, const char* what) {
   prompt.insert(prompt.end(), decode.begin(), decode.end());
   const RowStats s = row_stats(prompt, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_LE(s.median, 1e-2) << what;
-  EXPECT_LE(s.max, 0.5) << what;
+  EXPECT_LE(s.max, kFlipRowMax) << what;
 }
 void expect_loose(const std::vector<double>& e, const char* what, double median_bound = 3e-2) {
   const RowStats s = row_stats(e, 1e-2, what);
   ASSERT_GT(s.n, 0) << what;
   EXPECT_LE(s.median, median_bound) << what;
-  EXPECT_LE(s.max, 0.5) << what;
+  EXPECT_LE(s.max, kFlipRowMax) << what;
 }
 
 ModelConfig small_config(std::mt19937_64& rng) {
@@ -124,6 +130,7 @@ constexpr const char* kRunnerNames[kRunners] = {
 
 struct Fixture {
   fs::path dir;
+  std::string cpu_dump;  // the CPU runner's activations (router logits: flip_row)
   std::shared_ptr<LoadedModel> model;
   std::unique_ptr<ModelRunner> cpu;
   std::unique_ptr<CudaModelRunner> gpu[kRunners];
@@ -169,11 +176,13 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int bs) {
   CpuRunnerOptions co;
   co.threads = 2;
   co.kv_bf16 = true;
-  // GOSSAMER_TEST_CPU_DUMP=dir: the CPU runner's per-layer activations (.npy) for diagnosis.
-  if (const char* e = std::getenv("GOSSAMER_TEST_CPU_DUMP")) {
-    co.dump_dir = std::string(e) + "/vocab" + std::to_string(cfg.vocab_size);
-    fs::create_directories(co.dump_dir);
-  }
+  // The CPU runner's per-layer activations (.npy): its router logits tell which prompt rows are
+  // near-tied (flip_row). GOSSAMER_TEST_CPU_DUMP=dir keeps them for diagnosis.
+  const char* keep = std::getenv("GOSSAMER_TEST_CPU_DUMP");
+  co.dump_dir = keep ? std::string(keep) + "/vocab" + std::to_string(cfg.vocab_size)
+                     : (f->dir / "cpu_dump").string();
+  fs::create_directories(co.dump_dir);
+  f->cpu_dump = co.dump_dir;
   auto cpu = make_cpu_runner(f->model, KvCacheSpec{bs, kMaxSeq / bs, kMaxSeq / bs}, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
   f->cpu = std::move(*cpu);
@@ -206,6 +215,73 @@ void prefill(ModelRunner& r, Runner which, std::span<const int32_t> prompt,
     logits->insert(logits->end(), o.logits.begin(), o.logits.end());
     p0 += n;
   }
+}
+
+// Split mode (prefill_split_bf16) vs the CPU. My GEMMs + rope_kv with the decode attention /
+// MoE kernels (kSplitFallback) must be as close as the decode path; with flash_attn + moe_prefill
+// (kSplit: bf16 x / act inside the grouped MoE) a little less (expect_mid).
+//
+// Routing flips: the first prompt row more than kFlip off the CPU is a flipped top-k choice,
+// which is legitimate only where the reference itself is near-tied on that row: its k-th and
+// (k+1)-th router logits less than kTieGap apart in some layer (router_tie_gap on the CPU
+// runner's dump; the median gap is ~0.22, and the 30 flips of 11 seeds on the H100 on
+// 2026-11-26 all sat on rows with gaps of 1.1e-4 .. 5.7e-3, e.g. 3.8e-3 in layer 2 with the
+// decode kernels, where a flip has no later layer to spread through). A flip moves the rows
+// after it through their attention by more than a fixed fraction of rows absorbs (H100
+// 2026-11-26, GOSSAMER_SEED=2238263853816740776, config 3: hidden 192, 16/2 heads, window 64;
+// prompt row 14 flipped (0.167) in both split runners, gap 2.4e-4 in layer 0, and 52 of 162
+// prompt rows ended beyond 1e-2). So a mode's bound applies to the rows before its first flip,
+// every row gets expect_loose, and the decode rows (which attend to the whole prompt) keep their
+// bound only when the prompt had no flip.
+constexpr double kFlip = 0.05, kTieGap = 1e-2;
+
+// The first row beyond kFlip (e.size() if none), which must be near-tied in the reference.
+size_t flip_row(const Fixture& f, const std::vector<double>& e, const std::string& what) {
+  size_t r = 0;
+  while (r < e.size() && e[r] <= kFlip) ++r;
+  if (r == e.size()) return r;
+  const ModelConfig& c = f.model->config;
+  const double gap =
+      cudatest::router_tie_gap(f.cpu_dump, 0, static_cast<int>(c.num_hidden_layers),
+                               static_cast<int>(r), static_cast<int>(c.experts_per_token));
+  std::printf("  %s: row %zu is %.3g off, a routing flip (reference gap %.3g)\n", what.c_str(), r,
+              e[r], gap);
+  EXPECT_GE(gap, 0) << "unreadable CPU router logits in " << f.cpu_dump;
+  EXPECT_LT(gap, kTieGap) << what << ": row " << r << " is " << e[r]
+                          << " off but its routing is not near-tied in the reference";
+  return r;
+}
+
+std::vector<double> head(const std::vector<double>& e, size_t n) {
+  return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
+}
+
+void check_split(const Fixture& f, const std::vector<double>& fb_pre,
+                 const std::vector<double>& fb_dec, const std::vector<double>& sp_pre,
+                 const std::vector<double>& sp_dec) {
+  const std::string fb = std::string(kRunnerNames[kSplitFallback]) + " vs cpu";
+  const std::string sp = std::string(kRunnerNames[kSplit]) + " vs cpu";
+  const size_t cut_fb = flip_row(f, fb_pre, "prompt rows, " + fb);
+  if (cut_fb > 0)
+    expect_close(head(fb_pre, cut_fb), ("prompt rows before a flip, " + fb).c_str(), 2e-3);
+  expect_loose(fb_pre, ("prompt rows, " + fb).c_str());
+  // Decode rows: 12 per config; a flip on one of them also perturbs the later ones through its
+  // K/V (H100 2026-11-22, hidden 128 / inter 96 / heads 2/2: one flip (0.232), median 2.84e-3),
+  // hence the default 5e-3 median bound.
+  if (cut_fb == fb_pre.size()) expect_close(fb_dec, ("decode rows, " + fb).c_str());
+  expect_loose(fb_dec, ("decode rows, " + fb).c_str());
+  const size_t cut_sp = flip_row(f, sp_pre, "prompt rows, " + sp);
+  expect_loose(sp_pre, ("prompt rows, " + sp).c_str());
+  // Prompt + decode rows together: after a prompt flip the decode rows all move with it (H100
+  // 2026-11-22, GOSSAMER_SEED=4759485612258890870: 3 of 60 prompt rows flipped (0.158), then 10
+  // of 12 decode rows 1e-2 .. 0.157 off), so they count only when the prompt had none. The
+  // issue's bound (median <= 1e-2) is asserted on the same rows, per config in split mode (the
+  // default bf16 mode: pooled over the test's configs by the caller, see expect_issue).
+  std::vector<double> both = head(sp_pre, cut_sp);
+  if (cut_sp == sp_pre.size()) both.insert(both.end(), sp_dec.begin(), sp_dec.end());
+  if (both.empty()) return;
+  expect_mid(both, ("prompt + decode rows (mid bound), " + sp).c_str());
+  expect_issue(both, {}, ("prompt + decode rows, " + sp).c_str());
 }
 
 // One random prompt through the CPU and every GPU runner, then `decode_steps` greedy steps
@@ -258,27 +334,7 @@ void run_case(Fixture& f, std::mt19937_64& rng, int prompt_len, int decode_steps
   // The decode path itself (reference for how close the GPU can be).
   expect_close(pre[kTokenAtATime][0], name("prompt rows", kTokenAtATime, "cpu"), 2e-3);
   expect_close(dec[kTokenAtATime][0], name("decode rows", kTokenAtATime, "cpu"), 2e-3);
-  // Split mode: my GEMMs + rope_kv with the decode attention / MoE kernels must be as close as
-  // the decode path; with flash_attn + moe_prefill (bf16 x / act inside) a little less.
-  expect_close(pre[kSplitFallback][0], name("prompt rows", kSplitFallback, "cpu"), 2e-3);
-  // Decode rows: 12 per config, and a routing flip on one of them also perturbs the later rows
-  // through its K/V: H100 2026-11-22, hidden 128 / inter 96 / heads 2/2, one flip (0.232), median
-  // 2.84e-3. So the decode rows get the default 5e-3 median bound, as the other decode rows.
-  expect_close(dec[kSplitFallback][0], name("decode rows", kSplitFallback, "cpu"));
-  expect_mid(pre[kSplit][0], name("prompt rows", kSplit, "cpu"));
-  // The decode rows after a prompt row whose routing flipped all attend to its K/V (full
-  // attention layers), so they move together: H100 2026-11-22, GOSSAMER_SEED=4759485612258890870,
-  // config 2 (hidden 192, 16/2 heads, window 8): 3 of 60 prompt rows flipped (0.158), then 10 of
-  // 12 decode rows 1e-2 .. 0.157 off (median 0.022), the same with the session-7 kernels; prompt
-  // + decode rows: median 3.2e-3, 59 of 72 within 1e-2. The mid bound therefore takes the
-  // decode rows together with their prompt.
-  std::vector<double> both = pre[kSplit][0];
-  both.insert(both.end(), dec[kSplit][0].begin(), dec[kSplit][0].end());
-  expect_mid(both, name("prompt + decode rows (mid bound)", kSplit, "cpu"));
-  // The issue's bound (median <= 1e-2 on prompt + decode rows): per config for the split mode;
-  // the default bf16 mode per config loosely (its figure printed) and pooled over the test's
-  // configs by the caller (see expect_issue).
-  expect_issue(pre[kSplit][0], dec[kSplit][0], name("prompt + decode rows", kSplit, "cpu"));
+  check_split(f, pre[kSplitFallback][0], dec[kSplitFallback][0], pre[kSplit][0], dec[kSplit][0]);
   for (int i : {kDefault, kChunked}) {
     expect_loose(pre[i][0], name("prompt rows", i, "cpu"));
     expect_loose(dec[i][0], name("decode rows", i, "cpu"));
