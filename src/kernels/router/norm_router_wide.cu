@@ -9,9 +9,10 @@
 // 256 threads = 8 warps; warp w of cluster block `rank` owns experts (rank * 8 + w) * RPW + r.
 // Lane l holds the 16-byte chunks l, l + 32, ... (< kMaxChunks per lane) of its rows.
 // After the wait: every block computes the BT rows' 1/rms (block_inv_rms<BT, 8>, the rmsnorm
-// kernel's reduction order), writes its 1/C slice of xn, forms the activations as
-// (x * inv_rms) * gain and accumulates chunk by chunk in the order of warp_gemv_bf16, then the
-// same butterfly warp sum (+ bias): bit-identical to rmsnorm + gemv_bf16w_f32a. Lane 0 stores
+// kernel's reduction order), forms the activations as (x * inv_rms) * gain (staged once in
+// shared memory for BT <= kStageBT, see stage_xn), writes its share of xn, and accumulates chunk
+// by chunk in the order of warp_gemv_bf16, then the same butterfly warp sum (+ bias):
+// bit-identical to rmsnorm + gemv_bf16w_f32a. Lane 0 stores
 // the logits into the leader block's shared memory (DSMEM); after cluster.sync() the leader runs
 // one warp of top-k per batch row (router/topk.cuh).
 #include <cooperative_groups.h>
@@ -118,6 +119,70 @@ __device__ __forceinline__ void gemv_from_regs(const uint4 (&wr)[RPW][kMaxChunks
     for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
 }
 
+// Batch tiles of <= kStageBT rows: the normed activations are formed ONCE per block into shared
+// memory, chunk k = lane + 32 j by warp j % 8 with the gains of its registers ((x * inv) * gain,
+// the same fp32 operations), the block's share of xn (chunks k % csize == rank) is stored from
+// there, and every warp's GEMV reads them back ([2][nch] float4 halves, conflict-free LDS.128).
+// Before, each of the 8 warps re-read x and re-scaled all of it: ~2.6 us of the router's ~4.7
+// (H100, globaltimer probe, docs/decode-budget.md). Larger tiles keep the per-warp path (the
+// staged rows would not fit the 48 KB of static shared memory).
+constexpr int kStageBT = 2, kHalf = kMaxChunks * 32;
+
+template <int BT>
+__device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float* x, int b0, int nb,
+                                         const float (&inv)[BT], const uint4 (&gr)[kMaxChunks],
+                                         int rank, int csize, float4 (*xs)[2][kHalf]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = p.hidden / 8;
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int k = lane + 32 * j;
+    if (j % kWarps != warp || k >= nch) continue;
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      if (b >= nb) continue;
+      const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
+      float4 x0 = __ldg(xp + 2 * k), x1 = __ldg(xp + 2 * k + 1);
+      scale8_bf16(x0, x1, inv[b], gr[j]);
+      xs[b][0][k] = x0;
+      xs[b][1][k] = x1;
+      if (p.xn && k % csize == rank) {
+        float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
+        yr[2 * k] = x0;
+        yr[2 * k + 1] = x1;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// GEMV over the staged activations, in the order of gemv_from_regs (bit-identical).
+template <int BT, int RPW>
+__device__ __forceinline__ void gemv_from_staged(const uint4 (&wr)[RPW][kMaxChunks],
+                                                 const float4 (*xs)[2][kHalf], int hidden, int nb,
+                                                 float (&acc)[RPW][BT]) {
+  const int lane = threadIdx.x & 31, nch = hidden / 8;
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[r][b] = 0.f;
+#pragma unroll
+  for (int j = 0; j < kMaxChunks; ++j) {
+    const int k = lane + 32 * j;
+    if (k >= nch) continue;
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      if (b >= nb) continue;
+      const float4 x0 = xs[b][0][k], x1 = xs[b][1][k];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wr[r][j], x0, x1);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
+}
+
 template <int BT, int RPW>
 __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterParams p) {
   __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
@@ -153,9 +218,15 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
   float inv[BT];
   inv_rms_loads_first<BT>(x, p.hidden, nb, p.eps, inv);
-  if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
   float acc[RPW][BT];
-  gemv_from_regs<BT, RPW>(wr, gr, x, p.hidden, nb, inv, acc);
+  if constexpr (BT <= kStageBT) {
+    __shared__ float4 xs[BT][2][kHalf];
+    stage_xn<BT>(p, x, b0, nb, inv, gr, rank, csize, xs);
+    gemv_from_staged<BT, RPW>(wr, xs, p.hidden, nb, acc);
+  } else {
+    if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
+    gemv_from_regs<BT, RPW>(wr, gr, x, p.hidden, nb, inv, acc);
+  }
   cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, e0, p.n_experts - e0, b0, nb);
 }
 
