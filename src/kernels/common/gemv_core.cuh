@@ -85,7 +85,11 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
 }
 
 // RMSNorm prologue: inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) for the nb <= BT rows of x
-// ([nb, hidden] f32, hidden % 4 == 0), over warps 0..WARPS-1 of the block: BAR = 0 contains
+// ([nb, hidden] f32, hidden % 4 == 0), over warps 0..WARPS-1 of the block. Thread t sums float4
+// t, t + 32 WARPS, ... in that order; the loads of up to kPer of them are issued before their
+// adds (one memory round trip per kPer instead of one per float4: the x of a decode step was
+// just written by other SMs and comes from L2; H100 qkv_rope probe, docs/decode-budget.md).
+// BAR = 0 contains
 // __syncthreads() (every thread of the block calls it), BAR > 0 the named barrier BAR over
 // WARPS x 32 threads (only those call it; e.g. the consumer warps of a producer/consumer block).
 template <int BT, int WARPS, int BAR = 0>
@@ -96,13 +100,28 @@ __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb
   float ss[BT];
 #pragma unroll
   for (int b = 0; b < BT; ++b) ss[b] = 0.f;
-  for (int i = threadIdx.x; i < n4; i += WARPS * 32) {
+  constexpr int kPer = BT >= 4 ? 1 : 4 / BT, kStride = WARPS * 32;
+  for (int i0 = threadIdx.x; i0 < n4; i0 += kPer * kStride) {
+    float4 v[kPer][BT];
 #pragma unroll
-    for (int b = 0; b < BT; ++b) {
-      if (b < nb) {
-        const float4 v =
-            __ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + i);
-        ss[b] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    for (int u = 0; u < kPer; ++u) {
+      const int i = i0 + u * kStride;
+#pragma unroll
+      for (int b = 0; b < BT; ++b) {
+        v[u][b] =
+            b < nb && i < n4
+                ? __ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + i)
+                : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+#pragma unroll
+      for (int b = 0; b < BT; ++b) {
+        if (b < nb && i0 + u * kStride < n4) {
+          const float4 q = v[u][b];
+          ss[b] += q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+        }
       }
     }
   }

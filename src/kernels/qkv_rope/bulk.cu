@@ -56,16 +56,26 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
     }
     return;
   }
+  // The norm gains of this thread's chunks: weights, so loaded before the wait.
+  constexpr int kMaxG = (kQkvBulkMaxHidden / 8 + kConsumers * 32 - 1) / (kConsumers * 32);
+  uint4 g[kMaxG];
+#pragma unroll
+  for (int m = 0; m < kMaxG; ++m) {
+    const int k = threadIdx.x + m * kConsumers * 32;
+    g[m] = NORM && k < nch ? __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k)
+                           : make_uint4(0, 0, 0, 0);
+  }
   pdl_wait();  // x comes from the previous kernel
   pdl_trigger();
   float inv[1] = {1.f};
   if constexpr (NORM) block_inv_rms<1, kConsumers, kConsumerBar>(p.x, p.hidden, 1, p.eps, inv);
-  for (int k = threadIdx.x; k < nch; k += kConsumers * 32) {
+#pragma unroll
+  for (int m = 0; m < kMaxG; ++m) {
+    const int k = threadIdx.x + m * kConsumers * 32;
+    if (k >= nch) continue;
     const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
     float4 a = __ldg(src), b = __ldg(src + 1);
-    if constexpr (NORM) {
-      scale8_bf16(a, b, inv[0], __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k));
-    }
+    if constexpr (NORM) scale8_bf16(a, b, inv[0], g[m]);
     xs[k] = a;
     xs[nch + k] = b;
   }
