@@ -89,9 +89,9 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
 // t, t + 32 WARPS, ... in that order; the loads of up to kPer of them are issued before their
 // adds (one memory round trip per kPer instead of one per float4: the x of a decode step was
 // just written by other SMs and comes from L2; H100 qkv_rope probe, docs/decode-budget.md).
-// BAR = 0 contains
-// __syncthreads() (every thread of the block calls it), BAR > 0 the named barrier BAR over
-// WARPS x 32 threads (only those call it; e.g. the consumer warps of a producer/consumer block).
+// BAR = 0 contains __syncthreads() (every thread of the block calls it), BAR > 0 the named
+// barrier BAR over WARPS x 32 threads (only those call it; e.g. the consumer warps of a
+// producer/consumer block).
 template <int BT, int WARPS, int BAR = 0>
 __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb, float eps,
                                               float (&inv)[BT]) {

@@ -39,8 +39,8 @@ constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per th
 
 // inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) with the fp32 operations of block_inv_rms<BT, 8>
 // (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256, ... in order, warp
-// butterfly, then warps 0..7 in order. Unlike the generic loop, every load of a thread is issued
-// before the first add (one L2 round trip instead of hidden / 1024).
+// butterfly, then warps 0..7 in order. Every load of a thread (all BT rows) is issued before the
+// first add: one L2 round trip; the generic loop batches only 4 / BT per thread.
 template <int BT>
 __device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, int nb, float eps,
                                                     float (&inv)[BT]) {
@@ -83,13 +83,12 @@ __device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, 
 // This block's 1/C of the normed rows xn = (x * inv) * gain (float4 chunks rank * 256 + t,
 // + C * 256, ...), the rmsnorm kernel's operations.
 // GEMV in the order of warp_gemv_bf16<BT, RPW, true>: chunk k = lane + 32 j ascending, per row
-// b: acc += dot8((x * inv) * gain, w); then the butterfly warp sum (every lane has the totals).
-// wr / gr: this lane's weight and gain chunks (registers), x: [nb, hidden] f32.
-template <int BT, int RPW>
-__device__ __forceinline__ void gemv_from_regs(const uint4 (&wr)[RPW][kMaxChunks],
-                                               const uint4 (&gr)[kMaxChunks], const float* x,
-                                               int hidden, int nb, const float (&inv)[BT],
-                                               float (&acc)[RPW][BT]) {
+// b: acc += dot8(act(j, k, b), w), where act gives the 8 normed activations (x * inv) * gain of
+// chunk k of row b; then the butterfly warp sum (every lane has the totals). wr: this lane's
+// weight chunks (registers). One loop for both activation sources keeps them bit-identical.
+template <int BT, int RPW, class Act>
+__device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], int hidden, int nb,
+                                            Act act, float (&acc)[RPW][BT]) {
   const int lane = threadIdx.x & 31, nch = hidden / 8;
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
@@ -98,19 +97,14 @@ __device__ __forceinline__ void gemv_from_regs(const uint4 (&wr)[RPW][kMaxChunks
 #pragma unroll
   for (int j = 0; j < kMaxChunks; ++j) {
     const int k = lane + 32 * j;
-    if (k < nch) {
-      const uint4 g = gr[j];
+    if (k >= nch) continue;
 #pragma unroll
-      for (int b = 0; b < BT; ++b) {
-        if (b < nb) {
-          const float4* xp =
-              reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden + 8 * k);
-          float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
-          scale8_bf16(x0, x1, inv[b], g);
+    for (int b = 0; b < BT; ++b) {
+      if (b >= nb) continue;
+      float4 x0, x1;
+      act(j, k, b, x0, x1);
 #pragma unroll
-          for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wr[r][j], x0, x1);
-        }
-      }
+      for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wr[r][j], x0, x1);
     }
   }
 #pragma unroll
@@ -155,34 +149,6 @@ __device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float*
   __syncthreads();
 }
 
-// GEMV over the staged activations, in the order of gemv_from_regs (bit-identical).
-template <int BT, int RPW>
-__device__ __forceinline__ void gemv_from_staged(const uint4 (&wr)[RPW][kMaxChunks],
-                                                 const float4 (*xs)[2][kHalf], int hidden, int nb,
-                                                 float (&acc)[RPW][BT]) {
-  const int lane = threadIdx.x & 31, nch = hidden / 8;
-#pragma unroll
-  for (int r = 0; r < RPW; ++r)
-#pragma unroll
-    for (int b = 0; b < BT; ++b) acc[r][b] = 0.f;
-#pragma unroll
-  for (int j = 0; j < kMaxChunks; ++j) {
-    const int k = lane + 32 * j;
-    if (k >= nch) continue;
-#pragma unroll
-    for (int b = 0; b < BT; ++b) {
-      if (b >= nb) continue;
-      const float4 x0 = xs[b][0][k], x1 = xs[b][1][k];
-#pragma unroll
-      for (int r = 0; r < RPW; ++r) acc[r][b] += dot8_bf16(wr[r][j], x0, x1);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < RPW; ++r)
-#pragma unroll
-    for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
-}
-
 template <int BT, int RPW>
 __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterParams p) {
   __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
@@ -222,10 +188,24 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   if constexpr (BT <= kStageBT) {
     __shared__ float4 xs[BT][2][kHalf];
     stage_xn<BT>(p, x, b0, nb, inv, gr, rank, csize, xs);
-    gemv_from_staged<BT, RPW>(wr, xs, p.hidden, nb, acc);
+    gemv_chunks<BT, RPW>(
+        wr, p.hidden, nb,
+        [&](int, int k, int b, float4& x0, float4& x1) {
+          x0 = xs[b][0][k];
+          x1 = xs[b][1][k];
+        },
+        acc);
   } else {
     if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
-    gemv_from_regs<BT, RPW>(wr, gr, x, p.hidden, nb, inv, acc);
+    gemv_chunks<BT, RPW>(
+        wr, p.hidden, nb,
+        [&](int j, int k, int b, float4& x0, float4& x1) {
+          const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
+          x0 = __ldg(xp + 2 * k);
+          x1 = __ldg(xp + 2 * k + 1);
+          scale8_bf16(x0, x1, inv[b], gr[j]);
+        },
+        acc);
   }
   cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, e0, p.n_experts - e0, b0, nb);
 }
