@@ -13,8 +13,14 @@ TEST(TopkSoftmax, MatchesReference) {
   std::mt19937_64 rng(testing::fresh_seed("topk"));
   for (const auto& c : kTopkCases) {
     auto logits = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.n_experts, -3.f, 3.f);
-    // Exact ties (values repeated) must resolve to the lower index, as torch.topk does.
+    // Exact ties (values repeated) must resolve to the lower index, as torch.topk does: across
+    // lanes (1, 3), within one lane's values (1, 33: lane 1 of the warp top-k) and, in row 1,
+    // a row of equal values with -0 and +0 mixed (ids 0..k-1, equal weights).
     if (c.n_experts > 4) logits[3] = logits[1] = 10.f;
+    if (c.n_experts > 33) logits[33] = 10.f;
+    if (c.batch > 1) {
+      for (int e = 0; e < c.n_experts; ++e) logits[c.n_experts + e] = e % 2 ? -0.f : 0.f;
+    }
     DevBuf<float> dl(logits.size()), dw(static_cast<size_t>(c.batch) * c.k);
     DevBuf<int32_t> di(static_cast<size_t>(c.batch) * c.k);
     dl.upload(logits);
