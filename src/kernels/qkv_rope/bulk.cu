@@ -8,8 +8,10 @@
 // gives rows 2q (head row i) and 2q + 1 (head row i + 32). Warps 0..7 consume, warp 8 lane 0
 // produces (the ring: common/bulk_gemv.cuh); row j's dot product goes to res[j]. x (normed when
 // NORM, in the same fp32 operations as the warp kernel) is staged once in shared memory. After a
-// consumer barrier thread t < pairs finishes pair t (epilogue.cuh). Bit-identical to
-// qkv_rope_bf16w_f32a<1, NORM> (qkv_rope_test).
+// consumer barrier thread t < pairs finishes pair t (epilogue.cuh), with the pair's bias, RoPE
+// sin / cos and cache slot formed before pdl_wait (session 10: they were ~1.3 us of dependent
+// loads and fp64 range reduction after the GEMV). Bit-identical to qkv_rope_bf16w_f32a<1, NORM>
+// (qkv_rope_test).
 #include <algorithm>
 
 #include "kernels/common/bulk_gemv.cuh"
@@ -65,6 +67,12 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
     g[m] = NORM && k < nch ? __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k)
                            : make_uint4(0, 0, 0, 0);
   }
+  // The epilogue inputs of this thread's first pair (bias, RoPE sin / cos, cache slot): weights
+  // and step inputs (pos, block table) that no kernel of the step writes (pdl.h rule 1).
+  const QkvPairPrep prep =
+      static_cast<int>(threadIdx.x) < pairs
+          ? qkv_prep_pair(p, 0, (p0 + threadIdx.x) >> 5, (p0 + threadIdx.x) & 31)
+          : QkvPairPrep{};
   pdl_wait();  // x comes from the previous kernel
   pdl_trigger();
   float inv[1] = {1.f};
@@ -84,8 +92,9 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
                                       [&](int j, float dot) { res[j] = dot; });
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
-    const int gp = p0 + t;
-    qkv_finish_pair(p, 0, gp >> 5, gp & 31, res[2 * t], res[2 * t + 1]);
+    const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
+    qkv_store_pair(p, unit, i, res[2 * t], res[2 * t + 1],
+                   t == static_cast<int>(threadIdx.x) ? prep : qkv_prep_pair(p, 0, unit, i));
   }
 }
 
