@@ -28,7 +28,9 @@ struct Layout {
   int slots;      // rows of the ring
   int row_bytes;  // 2 cols
   int x_off;      // x staged as [2][cols / 8] float4
-  int bar_off;    // full[slots], empty[slots]
+  int rows_off;   // [2][max rows per block] f32: the block's bias, then its y (accumulate)
+  int max_rows;
+  int bar_off;  // full[slots], empty[slots]
   int smem;
 };
 
@@ -49,6 +51,13 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
     }
     return;
   }
+  // The block's bias rows (a weight: before the wait) and y rows (accumulate: after it) go to
+  // shared memory with the staging of x, so that finishing a row reads no global memory (the
+  // last rows' bias used to be a DRAM round trip at the kernel's tail).
+  float* bias_s = reinterpret_cast<float*>(smem + L.rows_off);  // [max_rows]
+  float* y_s = bias_s + L.max_rows;                             // [max_rows]
+  const int t = threadIdx.x;
+  const float b0 = t < n && p.bias ? p.bias[r0 + t] : 0.f;  // in flight across the wait
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
   for (int k = threadIdx.x; k < nch; k += kConsumers * 32) {
@@ -56,12 +65,14 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
     xs[k] = __ldg(src);
     xs[nch + k] = __ldg(src + 1);
   }
+  for (int j = t; j < n; j += kConsumers * 32) {
+    if (p.accumulate) y_s[j] = p.y[r0 + j];
+    bias_s[j] = j == t ? b0 : p.bias ? p.bias[r0 + j] : 0.f;
+  }
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   bulk_gemv::ring_consume<kConsumers>(ring, n, xs, nch, warp, [&](int j, float dot) {
-    const int row = r0 + j;
-    const float v = dot + (p.bias ? p.bias[row] : 0.f);
-    float* dst = p.y + row;
-    *dst = p.accumulate ? *dst + v : v;
+    const float v = dot + bias_s[j];
+    p.y[r0 + j] = p.accumulate ? y_s[j] + v : v;
   });
 }
 
@@ -69,12 +80,15 @@ Result<Layout> make_layout(const GemvParams& p, int grid) {
   Layout L{};
   L.row_bytes = 2 * p.cols;
   const int x_bytes = 4 * p.cols;
+  L.max_rows = (p.rows + grid - 1) / grid;
+  const int rows_bytes = 8 * L.max_rows;
   GS_ASSIGN_OR_RETURN(
-      L.slots, bulk_gemv::ring_slots("gemv_bulk", L.row_bytes, (p.rows + grid - 1) / grid,
+      L.slots, bulk_gemv::ring_slots("gemv_bulk", L.row_bytes, L.max_rows,
                                      p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kGemvBulkRingBytes,
-                                     kMaxSmem - x_bytes - 128));
+                                     kMaxSmem - x_bytes - rows_bytes - 128));
   L.x_off = L.slots * L.row_bytes;
-  L.bar_off = (L.x_off + x_bytes + 15) / 16 * 16;
+  L.rows_off = L.x_off + x_bytes;
+  L.bar_off = (L.rows_off + rows_bytes + 15) / 16 * 16;
   L.smem = L.bar_off + 16 * L.slots;
   return L;
 }

@@ -66,6 +66,8 @@ struct Layout {
   int units;        // units per batch row
   int act_off;      // staged activations (tc_stage layout, nv vectors)
   int part_off;     // partial dots [2][consumer warps][9] f32 (down teams, gate_up pairs)
+  int rows_off;     // per local unit: bias [team'][8] (gate_up 1, down k), down: resid [8], w [k]
+  int max_local;    // units per block at most; 0: no staging area (large batches), global reads
   int bar_off;      // mbarriers full[ns], empty[ns]
   int smem;         // total dynamic shared memory
   int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (bulk_hint.h)
@@ -188,6 +190,11 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   }
   auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
   const float* x = p.x + static_cast<size_t>(b) * p.hidden;
+  // The bias of every local unit's 8 rows into shared memory with the staging of x (each
+  // unit's epilogue read them from DRAM: ~1 us per unit on the warp pair's path).
+  float* bias_s = reinterpret_cast<float*>(smem + L.rows_off);  // [n_local][8]
+  for (int t = threadIdx.x; L.max_local > 0 && t < 8 * n_local; t += kWarps * 32)
+    bias_s[t] = p.bias[J.row0(b, u0 + t / 8, 0) + t % 8];
   tc_stage(xs, x, 1, L.nb, threadIdx.x, kWarps * 32);
   named_sync(kConsumerBar, kWarps * 32);
   // Warp group m shares each unit: its warp h decodes blocks [part_begin(nb, h),
@@ -227,10 +234,10 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     }
     if (fallback) gu = exact_rows(p.blocks, p.scales, row0, L.nb, x, lane);
     if (lane < 4) {
-      const int i = group * 4 + lane;                              // SwiGLU output in the expert
-      const size_t e_row = row0 - static_cast<size_t>(group) * 8;  // expert's row 0
-      const float g = fminf(gu.x + p.bias[e_row + 2 * i], p.limit);
-      const float up = fmaxf(fminf(gu.y + p.bias[e_row + 2 * i + 1], p.limit), -p.limit);
+      const int i = group * 4 + lane;  // SwiGLU output in the expert
+      const float* bu = L.max_local > 0 ? bias_s + (u - u0) * 8 : p.bias + row0;
+      const float g = fminf(gu.x + bu[2 * lane], p.limit);
+      const float up = fmaxf(fminf(gu.y + bu[2 * lane + 1], p.limit), -p.limit);
       p.act[(static_cast<size_t>(b) * p.k + u / J.groups_per_slot) * p.inter + i] =
           (up + 1.f) * g / (1.f + __expf(-p.alpha * g));
     }
@@ -255,11 +262,32 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     pdl_trigger();
     return;
   }
+  // Per local unit: the bias of its rows for every routed slot, [k][8], and (below) its residual
+  // rows [8]; then the routing weights [k]. The bias and the weights are read before pdl_wait (as
+  // the ids: weights, and the router's output two kernels back), the residual after it.
+  float* bias_s = reinterpret_cast<float*>(smem + L.rows_off);  // [n_local][k][8]
+  float* resid_s = bias_s + L.max_local * p.k * 8;              // [n_local][8]
+  float* w_s = resid_s + L.max_local * 8;                       // [k]
+  const int t = threadIdx.x, nb8 = L.max_local > 0 ? n_local * p.k * 8 : 0;
+  float bv = 0.f, wv = 0.f;
+  if (t < nb8) {
+    const int jj = (t / 8) % p.k, e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+    bv = p.bias[static_cast<size_t>(e) * p.hidden + (u0 + t / (8 * p.k)) * 8 + t % 8];
+  }
+  if (t < p.k) wv = p.weights[b * p.k + t];
   pdl_wait();  // act comes from gate_up (the previous kernel)
   pdl_trigger();
   auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
   const float* act = p.act + static_cast<size_t>(b) * p.k * p.inter;
   tc_stage(xs, act, p.k, L.nb, threadIdx.x, kWarps * 32);
+  for (int i = t; i < nb8; i += kWarps * 32) {
+    const int jj = (i / 8) % p.k, e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+    bias_s[i] =
+        i == t ? bv : p.bias[static_cast<size_t>(e) * p.hidden + (u0 + i / (8 * p.k)) * 8 + i % 8];
+  }
+  for (int i = t; nb8 > 0 && i < 8 * n_local; i += kWarps * 32)
+    resid_s[i] = p.resid[static_cast<size_t>(b) * p.hidden + u0 * 8 + i];
+  if (nb8 > 0 && t < p.k) w_s[t] = wv;
   named_sync(kConsumerBar, kWarps * 32);
   auto* part = reinterpret_cast<float*>(smem + L.part_off);  // [2][teams][k][8]
   const int su = split_units(p.k, L.nb), n_units = warp_units(L, warp, n_local, kWarps);
@@ -276,14 +304,16 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     const float2 v = finish_rows(acc, bad, p.blocks, p.scales, J.row0(b, u, j), L.nb,
                                  act + static_cast<size_t>(j) * p.inter, lane);
     float* pt = part + ((n & 1) * teams + m) * p.k * 8;  // double-buffered by round
-    down_team_sum(p, pt, v, b, u, j, lane, 1 + m);
+    const DownStaged st_u{bias_s + (u - u0) * p.k * 8, resid_s + (u - u0) * 8, w_s};
+    down_team_sum(p, pt, v, b, u, j, lane, 1 + m, nb8 > 0 ? &st_u : nullptr);
   }
 }
 
 // Layout for K = 32 nb inputs, nv staged vectors, `warps` consumer warps with `spw` stages each,
 // in teams of `team`; an Unsupported status when the shapes / pointers do not suit the kernels.
+// rows_floats: floats of the per-unit staging area for max_local units.
 Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
-                           const void* blocks, const void* scales) {
+                           const void* blocks, const void* scales, int max_local, int rows_floats) {
   if (batch > kMaxBulkBatch || nb % 2 != 0 || team > warps || !moe_pipe::aligned(blocks, 16) ||
       !moe_pipe::aligned(scales, 16)) {
     return moe_pipe::NoPipe();  // 8 nb scale bytes must be a multiple of 16
@@ -292,7 +322,8 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   const long long wbytes = 8ll * nb * 16, sb = up128(wbytes + 8ll * nb);
   const long long ns = static_cast<long long>(warps) * spw, act_off = ns * sb;
   const long long part_off = act_off + up128(stage_bytes(nv, nb));
-  const long long bar_off = part_off + up128(2ll * warps * 9 * 4);
+  const long long rows_off = part_off + up128(2ll * warps * 9 * 4);
+  const long long bar_off = rows_off + up128(4ll * rows_floats);
   const long long smem = bar_off + 2 * ns * 8;
   if (smem > static_cast<long long>(moe_pipe::kMaxSmem)) return moe_pipe::NoPipe();
   Layout L{};
@@ -304,6 +335,8 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
   L.units = units;
   L.act_off = static_cast<int>(act_off);
   L.part_off = static_cast<int>(part_off);
+  L.rows_off = static_cast<int>(rows_off);
+  L.max_local = max_local;
   L.bar_off = static_cast<int>(bar_off);
   L.smem = static_cast<int>(smem);
   return L;
@@ -316,15 +349,31 @@ struct Config {
 };
 constexpr Config kPipe6{16, 1, 12, 1};
 
+// Units per block at most (the grid of launch_streaming: blocks_per_row).
+Result<int> max_local_units(int batch, int units) {
+  GS_ASSIGN_OR_RETURN(const int gx, blocks_per_row(batch, units));
+  return (units + gx - 1) / gx;
+}
+
 Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
   const Config c = kPipe6;
-  return bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, p.k * (p.inter / 4),
-                     p.blocks, p.scales);
+  const int units = p.k * (p.inter / 4);
+  GS_ASSIGN_OR_RETURN(const int ml, max_local_units(p.batch, units));
+  auto L = bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, units, p.blocks,
+                       p.scales, ml, 8 * ml);
+  if (L.ok()) return L;  // else without the staging area (large batches: many units per block)
+  return bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, units, p.blocks, p.scales,
+                     0, 0);
 }
 Result<Layout> down_layout(const MoeDownParams& p) {
   const Config c = kPipe6;
-  return bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, p.hidden / 8, p.blocks,
-                     p.scales);
+  const int units = p.hidden / 8;
+  GS_ASSIGN_OR_RETURN(const int ml, max_local_units(p.batch, units));
+  auto L = bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, units, p.blocks,
+                       p.scales, ml, ml * p.k * 8 + ml * 8 + p.k);
+  if (L.ok()) return L;  // else without the staging area (see gate_up_layout)
+  return bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, units, p.blocks,
+                     p.scales, 0, 0);
 }
 
 }  // namespace

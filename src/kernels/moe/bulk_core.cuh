@@ -89,19 +89,32 @@ __device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t ba
 // from finish_rows: lanes 0..3 hold rows 2 lane, 2 lane + 1) into the team's buffer `pt` [k][8];
 // after the team's named barrier `bar` (k warps), slot 0's lanes 0..7 add
 // sum_j w_j (dot_j + bias_j[row]) to the residual in slot order: deterministic, no atomics.
+// staged: the unit's inputs as the kernel put them in shared memory before the GEMV (bias_u
+// [k][8]: bias_j of the unit's rows, resid_u [8]: its residual rows, w [k]: routing weights);
+// null: read from global memory.
+struct DownStaged {
+  const float *bias_u, *resid_u, *w;
+};
 __device__ __forceinline__ void down_team_sum(const MoeDownParams& p, float* pt, float2 v, int b,
-                                              int u, int j, int lane, int bar) {
+                                              int u, int j, int lane, int bar,
+                                              const DownStaged* staged) {
   if (lane < 4) pt[j * 8 + 2 * lane] = v.x, pt[j * 8 + 2 * lane + 1] = v.y;
   named_sync(bar, p.k * 32);
   if (j == 0 && lane < 8) {
     const int row = u * 8 + lane;
     float sum = 0.f;
     for (int jj = 0; jj < p.k; ++jj) {
-      const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
-      sum = fmaf(p.weights[b * p.k + jj],
-                 pt[jj * 8 + lane] + p.bias[static_cast<size_t>(e) * p.hidden + row], sum);
+      float w, bias;
+      if (staged) {
+        w = staged->w[jj], bias = staged->bias_u[jj * 8 + lane];
+      } else {
+        const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+        w = p.weights[b * p.k + jj], bias = p.bias[static_cast<size_t>(e) * p.hidden + row];
+      }
+      sum = fmaf(w, pt[jj * 8 + lane] + bias, sum);
     }
-    p.resid[static_cast<size_t>(b) * p.hidden + row] += sum;
+    float* dst = p.resid + static_cast<size_t>(b) * p.hidden + row;
+    *dst = (staged ? staged->resid_u[lane] : *dst) + sum;
   }
 }
 
