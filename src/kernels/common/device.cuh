@@ -41,6 +41,16 @@ __device__ __forceinline__ void store_bf16x4(const float4& v, uint2* hi, uint2* 
   }
 }
 
+// Orderable bits of a float: a larger value gives a larger unsigned key (-0 below +0; NaN not
+// ordered). Used by the argmax keys (gemv_core.cuh) and the router top-k (router/topk.cuh).
+__device__ __forceinline__ uint32_t float_order_bits(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float float_from_order_bits(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -147,9 +147,8 @@ __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb
 // Orderable 64-bit argmax key: larger value wins, ties go to the lower index. 0 is below every
 // real value (so a zeroed key is a valid "empty" state); NaN values must not be packed.
 __device__ __forceinline__ unsigned long long argmax_key(float v, int idx) {
-  uint32_t u = __float_as_uint(v);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<uint32_t>(idx));
+  return (static_cast<unsigned long long>(float_order_bits(v)) << 32) |
+         (0xffffffffu - static_cast<uint32_t>(idx));
 }
 __device__ __forceinline__ int argmax_key_index(unsigned long long k) {
   return static_cast<int>(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));

@@ -28,9 +28,9 @@ struct Layout {
   int slots;      // rows of the ring
   int row_bytes;  // 2 cols
   int x_off;      // x staged as [2][cols / 8] float4
-  int rows_off;   // [2][max rows per block] f32: the block's bias, then its y (accumulate)
-  int max_rows;
-  int bar_off;  // full[slots], empty[slots]
+  int rows_off;   // [2][max_rows] f32: the block's bias, then its y (accumulate)
+  int max_rows;   // rows per block at most
+  int bar_off;    // full[slots], empty[slots]
   int smem;
 };
 

@@ -269,22 +269,19 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   float* resid_s = bias_s + L.max_local * p.k * 8;              // [n_local][8]
   float* w_s = resid_s + L.max_local * 8;                       // [k]
   const int t = threadIdx.x, nb8 = L.max_local > 0 ? n_local * p.k * 8 : 0;
-  float bv = 0.f, wv = 0.f;
-  if (t < nb8) {
-    const int jj = (t / 8) % p.k, e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
-    bv = p.bias[static_cast<size_t>(e) * p.hidden + (u0 + t / (8 * p.k)) * 8 + t % 8];
-  }
-  if (t < p.k) wv = p.weights[b * p.k + t];
+  // Entry i: row i % 8 of local unit i / (8 k) for routed slot (i / 8) % k.
+  auto bias_entry = [&](int i) {
+    const int jj = (i / 8) % p.k, e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+    return p.bias[static_cast<size_t>(e) * p.hidden + (u0 + i / (8 * p.k)) * 8 + i % 8];
+  };
+  const float bv = t < nb8 ? bias_entry(t) : 0.f;
+  const float wv = t < p.k ? p.weights[b * p.k + t] : 0.f;
   pdl_wait();  // act comes from gate_up (the previous kernel)
   pdl_trigger();
   auto* xs = reinterpret_cast<uint4*>(smem + L.act_off);
   const float* act = p.act + static_cast<size_t>(b) * p.k * p.inter;
   tc_stage(xs, act, p.k, L.nb, threadIdx.x, kWarps * 32);
-  for (int i = t; i < nb8; i += kWarps * 32) {
-    const int jj = (i / 8) % p.k, e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
-    bias_s[i] =
-        i == t ? bv : p.bias[static_cast<size_t>(e) * p.hidden + (u0 + i / (8 * p.k)) * 8 + i % 8];
-  }
+  for (int i = t; i < nb8; i += kWarps * 32) bias_s[i] = i == t ? bv : bias_entry(i);
   for (int i = t; nb8 > 0 && i < 8 * n_local; i += kWarps * 32)
     resid_s[i] = p.resid[static_cast<size_t>(b) * p.hidden + u0 * 8 + i];
   if (nb8 > 0 && t < p.k) w_s[t] = wv;

@@ -12,32 +12,27 @@ namespace gossamer::kern {
 
 inline constexpr int kTopkMaxPerLane = 8, kTopkMaxK = 8;
 
-// Orderable bits of a logit: a larger float gives a larger key; -0 is taken as +0 (they compare
-// equal) and NaN as 0 (below every number: chosen only when fewer than k numbers remain).
+// The key of a logit: its orderable bits with -0 taken as +0 (they compare equal) and NaN as 0
+// (below every number: chosen only when fewer than k numbers remain).
 __device__ __forceinline__ uint32_t topk_key(float v) {
-  if (v != v) return 0u;
-  const uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float topk_key_value(uint32_t key) {
-  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+  return v != v ? 0u : float_order_bits(v == 0.f ? 0.f : v);
 }
 
-// Top-k of logits in registers: lane l holds v[j] = logit of expert l + 32 j (j < NPL,
-// n_experts <= 32 NPL). Each lane first sorts its NPL values (key descending, index
-// ascending); each of the k rounds is then two warp reductions (__reduce_max_sync of the keys of
-// the lanes' heads, __reduce_min_sync of the index among the lanes holding that key) after which
-// the winning lane drops its head. (Session 10: the shuffle-butterfly version over all values
-// took ~1.5 us of the router's tail on the H100, this one a few hundred ns.)
+// Lane l takes the logits of experts l + 32 j (j < NPL, n_experts <= 32 NPL) and sorts them
+// (key descending, index ascending); each of the k rounds is then two warp reductions
+// (__reduce_max_sync of the keys of the lanes' heads, __reduce_min_sync of the index among the
+// lanes holding that key) after which the winning lane drops its head. (Session 10: the
+// shuffle-butterfly version over all values took ~1.5 us of the router's tail on the H100, this
+// one a few hundred ns.)
 template <int NPL>
-__device__ __forceinline__ void warp_topk_softmax_regs(const float (&v)[NPL], int n_experts, int k,
-                                                       int32_t* ids, float* weights) {
+__device__ __forceinline__ void warp_topk_softmax_n(const float* l, int n_experts, int k,
+                                                    int32_t* ids, float* weights) {
   const int lane = threadIdx.x & 31;
   uint32_t key[NPL], idx[NPL];
 #pragma unroll
   for (int j = 0; j < NPL; ++j) {
     const int e = lane + 32 * j;
-    key[j] = e < n_experts ? topk_key(v[j]) : 0u;
+    key[j] = e < n_experts ? topk_key(l[e]) : 0u;
     idx[j] = e < n_experts ? static_cast<uint32_t>(e) : 0xffffffffu;
   }
 #pragma unroll
@@ -62,7 +57,7 @@ __device__ __forceinline__ void warp_topk_softmax_regs(const float (&v)[NPL], in
       for (int j = 0; j + 1 < NPL; ++j) key[j] = key[j + 1], idx[j] = idx[j + 1];
       key[NPL - 1] = 0u, idx[NPL - 1] = 0xffffffffu;
     }
-    top_v[r] = topk_key_value(m);
+    top_v[r] = float_from_order_bits(m);
     top_i[r] = static_cast<int>(wi);
   }
   if (lane != 0) return;
@@ -83,19 +78,11 @@ __device__ __forceinline__ void warp_topk_softmax_regs(const float (&v)[NPL], in
 // ids / weights: [k] outputs of this row (written by lane 0).
 __device__ __forceinline__ void warp_topk_softmax(const float* l, int n_experts, int k,
                                                   int32_t* ids, float* weights) {
-  const int lane = threadIdx.x & 31;
   if (n_experts <= 128) {
-    float v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = lane + 32 * j < n_experts ? l[lane + 32 * j] : 0.f;
-    warp_topk_softmax_regs<4>(v, n_experts, k, ids, weights);
-    return;
+    warp_topk_softmax_n<4>(l, n_experts, k, ids, weights);
+  } else {
+    warp_topk_softmax_n<kTopkMaxPerLane>(l, n_experts, k, ids, weights);
   }
-  float v[kTopkMaxPerLane];
-#pragma unroll
-  for (int j = 0; j < kTopkMaxPerLane; ++j)
-    v[j] = lane + 32 * j < n_experts ? l[lane + 32 * j] : 0.f;
-  warp_topk_softmax_regs<kTopkMaxPerLane>(v, n_experts, k, ids, weights);
 }
 
 }  // namespace gossamer::kern
