@@ -209,7 +209,7 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   auto* part = reinterpret_cast<float*>(smem + L.part_off);
   for (int n = 0; n < n_units; ++n) {
     const int s = kGuShare * m + n % kGuShare;
-    float acc[2] = {0.f, 0.f};
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kGuShare) & 1);
     const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   const uint4* xv = xs + j * pad4(L.nb) * 4;
   for (int n = 0; n < n_units; ++n) {
     const int s = warp * kSpw + n % kSpw, u = u0 + m + teams * n;
-    float acc[2] = {0.f, 0.f};
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kSpw) & 1);
     const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;

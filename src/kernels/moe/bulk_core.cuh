@@ -18,22 +18,22 @@ using namespace moe_tc;  // NOLINT: internal helpers
 // The 8 rows of a row group (weights `wg` [8][nb][16], scales `sg` [8][nb], both in shared
 // memory) against the staged vector `xv` (split stride su): acc / bad as in tc_block. Lane (g, t)
 // takes blocks t + 4 s of row g (row stride 16 nb bytes: the LDS.128 of rows 2m, 2m+1 overlap in
-// half their banks, a 2-way conflict on 1 of 5 LDS).
+// half their banks) and its B pairs from tc_b_lane.
 // Blocks [c0, c1) only (default: all), the K range of this warp when warps share a group
 // (bulk.cu gate_up). c0 must be a multiple of 4: the last, partial step reads the staged
 // activations of blocks up to pad4(c1) - 1, which exist (zero past nb) only from such a start.
 __device__ __forceinline__ void run_group(const uint8_t* wg, const uint8_t* sg, const uint4* xv,
-                                          int su, int nb, int lane, float (&acc)[2], uint32_t& bad,
+                                          int su, int nb, int lane, float (&acc)[4], uint32_t& bad,
                                           int c0 = 0, int c1 = -1) {
   const int g = lane >> 2, t = lane & 3, nc = (c1 < 0 ? nb : c1) - c0;
   const uint8_t* w = wg + (g * nb + c0 + t) * 16;
   const uint8_t* sc = sg + g * nb + c0 + t;
-  const uint4* a = xv + (g < kSplits ? g : 0) * su + (c0 + t) * 4;
+  const uint2* bp = tc_b_lane(xv, su, c0, lane);
   const int full_steps = nc >> 2;
 #pragma unroll 2
   for (int s = 0; s < full_steps; ++s) {
     const uint4 q = *reinterpret_cast<const uint4*>(w + s * 64);
-    tc_block(q, sc[4 * s], a + s * 16, acc, bad);
+    tc_block(q, sc[4 * s], bp + s * 32, acc, bad);
   }
   if (full_steps * 4 < nc) {  // last partial step: lanes past the range take zero weights
     const int s = full_steps;
@@ -43,18 +43,20 @@ __device__ __forceinline__ void run_group(const uint8_t* wg, const uint8_t* sg, 
       q = *reinterpret_cast<const uint4*>(w + s * 64);
       sb = sc[4 * s];
     }
-    tc_block(q, sb, a + s * 16, acc, bad);
+    tc_block(q, sb, bp + s * 32, acc, bad);
   }
 }
 
-// The three split rows of the accumulators summed (lanes 0..3: rows 2t, 2t+1), times 2^kX.
-__device__ __forceinline__ float2 split_rows(const float (&acc)[2], int lane) {
+// The six split terms of each row summed (tc.cuh: row g's are D[g][0..2] on lanes 4g (d0, d1)
+// and 4g+1 (d0), D[g+8][3..5] on lanes 4g+1 (d3) and 4g+2 (d2, d3)), times 2^kX; returned on
+// lanes 0..3 as rows 2t, 2t+1.
+__device__ __forceinline__ float2 split_rows(const float (&acc)[4], int lane) {
   const int t = lane & 3;
-  const float r0 =
-      __shfl_sync(0xffffffffu, acc[0], t + 8) + __shfl_sync(0xffffffffu, acc[0], t + 4);
-  const float r1 =
-      __shfl_sync(0xffffffffu, acc[1], t + 8) + __shfl_sync(0xffffffffu, acc[1], t + 4);
-  return make_float2((r0 + acc[0]) * 4294967296.f, (r1 + acc[1]) * 4294967296.f);  // 2^kX
+  float r = t == 0 ? acc[1] + acc[0] : t == 1 ? acc[0] + acc[3] : t == 2 ? acc[3] + acc[2] : 0.f;
+  r += __shfl_xor_sync(0xffffffffu, r, 1);
+  r += __shfl_xor_sync(0xffffffffu, r, 2);
+  const float r0 = __shfl_sync(0xffffffffu, r, 8 * t), r1 = __shfl_sync(0xffffffffu, r, 8 * t + 4);
+  return make_float2(r0 * 4294967296.f, r1 * 4294967296.f);  // 2^kX
 }
 
 // The exact fp32 dots of the warp's 8 rows from global memory (the vector xf in fp32), on lanes
@@ -77,7 +79,7 @@ __device__ __forceinline__ float2 exact_rows(const uint8_t* blocks, const uint8_
 
 // Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): split_rows, or exact_rows when
 // a scale byte was outside the fast range.
-__device__ __forceinline__ float2 finish_rows(const float (&acc)[2], uint32_t bad,
+__device__ __forceinline__ float2 finish_rows(const float (&acc)[4], uint32_t bad,
                                               const uint8_t* blocks, const uint8_t* scales,
                                               size_t row0, int nb, const float* xf, int lane) {
   const float2 r = split_rows(acc, lane);

@@ -3,20 +3,24 @@
 // in session 4; docs/moe-decode.md.)
 //
 // One warp computes 8 weight rows x one activation vector with mma.sync.m16n8k16 (bf16 in, f32
-// accumulate), the weights being the B operand (k16 x n8):
+// accumulate), the weights being the A operand (m16 x k16) and the activations B (k16 x n8):
 //  - lane (g = lane / 4, t = lane % 4) owns weight row g and MX blocks t, t + 4, ... (16 bytes
 //    each, 32 E2M1 values) plus the block's E8M0 scale byte;
 //  - word p (elements 8p..8p+7) of a block gives 4 bf16x2 P_j = (e_{8p+j}, e_{8p+j+4}) placed by
 //    bit moves (magnitude -> bits 6..8, sign -> bit 15: value * 2^-126, the E2M1 0.5 becoming a
 //    bf16 subnormal), then one bf16x2 multiply by 2^(s-1-kX) folds the block scale exactly;
-//    mma 0 of word p takes b = (P0, P1), mma 1 takes (P2, P3): a permutation of k that A follows;
-//  - A (m16 x k16): the activations split into three bf16 terms (hi = bf16(x),
-//    lo = bf16(x - hi), lo2 = bf16(x - hi - lo): 24 bits, as f32) as rows 0, 1, 2 for mma 0
-//    and rows 8, 9, 10 for mma 1 (one LDS.128 of the staged {W0, W2, W1, W3} is the register
-//    quad of both; other rows hold copies whose D rows are ignored); staged once per block in
-//    smem by tc_stage();
-//  - accumulators restart at every MX block (chains of 4 mma) and are added in fp32; the three
-//    split rows are summed at the end and scaled by 2^kX.
+//  - ONE mma per word: A row g takes (P0, P1) ("chunk 0": elements j = 0, 1, 4, 5), A row g+8
+//    takes (P2, P3) (chunk 1: j = 2, 3, 6, 7) of the same weight row; B column n < 3 holds split
+//    n of chunk 0's activations, column 3 + n split n of chunk 1's, so D[g][n] (n < 3) and
+//    D[g+8][3 + n] (n < 3) are the six wanted partial dots (the cross terms and columns 6, 7 are
+//    ignored). Weights as A fill all 256 of an mma's products, half the mma count of weights as
+//    B (session 11);
+//  - B: the activations split into three bf16 terms (hi = bf16(x), lo = bf16(x - hi),
+//    lo2 = bf16(x - hi - lo): 24 bits, as f32), staged once per block in smem by tc_stage() as
+//    units {W0, W1, W2, W3} (W_j = (x_{8p+j}, x_{8p+j+4})): one LDS.64 of the unit's first half
+//    (chunk 0) or second half (chunk 1) is a lane's B pair;
+//  - accumulators restart at every MX block (chains of 4 mma) and are added in fp32; the six
+//    split terms are summed at the end and scaled by 2^kX.
 // Exactness: B = E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes s in
 // [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
 // recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt, bulk_core.cuh finish_rows),
@@ -38,8 +42,9 @@ __host__ __device__ constexpr int pad4(int nb) {
   return (nb + 3) & ~3;
 }
 // Smem units (16 B) of the staged activations for nv vectors of nb MX blocks:
-// unit(s, v, c, p) = s * split_units + (v * nbp + c) * 4 + p; the +1 makes the 12 addresses of
-// one LDS.128 (3 splits x 4 blocks) fall in 2 wavefronts at most.
+// unit(s, v, c, p) = s * split_units + (v * nbp + c) * 4 + p; the +1 (an odd unit stride) spreads
+// the 24 distinct 8-byte B pairs of one warp-wide LDS.64 (3 splits x 2 halves x 4 blocks) over
+// the banks so that it takes the minimum of 2 wavefronts.
 __host__ __device__ constexpr int split_units(int nv, int nb) {
   return nv * pad4(nb) * 4 + 1;
 }
@@ -65,10 +70,10 @@ __device__ __forceinline__ float bf16_high(uint32_t w) {
   return __uint_as_float(w & 0xffff0000u);
 }
 
-// Stages nv vectors of n = 32 nb floats (x + v * n) as bf16 hi / lo / lo2 A words: unit p of
-// block c holds the words W_j = (x[32c+8p+j], x[32c+8p+j+4]) in the order W0, W2, W1, W3 (one
-// LDS.128 is then the A fragment {a0, a1, a2, a3} of both mmas of word p: rows g take
-// W0 / W1, rows g+8 take W2 / W3); blocks nb..nbp-1 are zero.
+// Stages nv vectors of n = 32 nb floats (x + v * n) as bf16 hi / lo / lo2 B words: unit p of
+// block c holds the words W_j = (x[32c+8p+j], x[32c+8p+j+4]) in the order W0, W1, W2, W3 (the
+// first half is the B pair {b0, b1} of chunk 0, the second half that of chunk 1); blocks
+// nb..nbp-1 are zero.
 // Threads tid = 0..nthr-1 take part (default: the whole block).
 __device__ __forceinline__ void tc_stage(uint4* dst, const float* __restrict__ x, int nv, int nb,
                                          int tid = -1, int nthr = 0) {
@@ -97,7 +102,7 @@ __device__ __forceinline__ void tc_stage(uint4* dst, const float* __restrict__ x
     }
 #pragma unroll
     for (int s = 0; s < kSplits; ++s)
-      dst[s * su + i] = make_uint4(w[s][0], w[s][2], w[s][1], w[s][3]);
+      dst[s * su + i] = make_uint4(w[s][0], w[s][1], w[s][2], w[s][3]);
   }
 }
 
@@ -107,37 +112,47 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// d = A B + c for one A fragment register quad a (rows g / g+8 as staged) and B (b0, b1).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint4& a, uint32_t b0, uint32_t b1,
-                                         const float (&c)[4]) {
+// d = A B + c for the A fragment (a0..a3) and the B pair b.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, const uint2& b, const float (&c)[4]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%10,%11,%12,%13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y), "f"(c[0]), "f"(c[1]), "f"(c[2]),
         "f"(c[3]));
 }
 
-// One MX block (q, scale byte sc) of this lane against the A units at `a` (4 units): per word
-// p, mma 0 (b = P0, P1) is valid in D rows g (d0[0], d0[1]), mma 1 (b = P2, P3) in rows g+8
-// (d1[2], d1[3]). The accumulators restart at every block (short chains: the tensor core's
-// fp32 accumulation truncates) and are added into acc in fp32.
-__device__ __forceinline__ void tc_block(const uint4& q, uint32_t sc, const uint4* a,
-                                         float (&acc)[2], uint32_t& bad) {
+// The B pair of lane (g, t) in a staged unit: column g < 3 is split g of chunk 0 (first half),
+// 3 <= g < 6 split g - 3 of chunk 1 (second half); columns 6, 7 (ignored) read split 0's.
+// Pointer to the lane's half of block c0 + t (units of 8 bytes; a block is 4 units of 16 bytes).
+__device__ __forceinline__ const uint2* tc_b_lane(const uint4* xv, int su, int c0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const int split = g < kSplits ? g : (g < 2 * kSplits ? g - kSplits : 0);
+  const int half = g >= kSplits && g < 2 * kSplits ? 1 : 0;
+  return reinterpret_cast<const uint2*>(xv + split * su + (c0 + t) * 4) + half;
+}
+
+// One MX block (q, scale byte sc) of this lane against its B pairs at `b` (unit p at b[2 p]):
+// per word p one mma; D (lane g, t) = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}. The
+// accumulators restart at every block (short chains: the tensor core's fp32 accumulation
+// truncates) and are added into acc in fp32.
+__device__ __forceinline__ void tc_block(const uint4& q, uint32_t sc, const uint2* b,
+                                         float (&acc)[4], uint32_t& bad) {
   bad |= static_cast<uint32_t>(!scale_in_fast_range(sc));
   const uint32_t m = scale_mult_bf16x2(sc);
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int p = 0; p < 4; ++p) {
-    const uint4 av = a[p];
+    const uint2 bv = b[2 * p];
     uint32_t P[4];
     e2m1_bf16x2(w[p], P);
-    mma_bf16(d0, av, mul_bf16x2(P[0], m), mul_bf16x2(P[1], m), d0);
-    mma_bf16(d1, av, mul_bf16x2(P[2], m), mul_bf16x2(P[3], m), d1);
+    mma_bf16(d, mul_bf16x2(P[0], m), mul_bf16x2(P[2], m), mul_bf16x2(P[1], m), mul_bf16x2(P[3], m),
+             bv, d);
   }
-  acc[0] += d0[0] + d1[2];
-  acc[1] += d0[1] + d1[3];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += d[i];
 }
 
 }  // namespace gossamer::kern::moe_tc
