@@ -6,6 +6,7 @@
 #                                  # under $OUT (default ./gpu-out), summary table printed last
 # SECTIONS (comma list, default info,ceil,test,sanitize,kbench,bench):
 #   info,ceil,test,sanitize,kbench,bench,batch,profile,serve
+# (bench: BENCH_ARGS, BENCH_MODELS="20b 120b"; sanitize: SANITIZE_FILTER)
 # Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -111,7 +112,7 @@ fi
 
 if has bench && [[ -x $CARRY/gossamer ]]; then
   : > "$OUT/bench.md"
-  for m in 20b 120b; do
+  for m in ${BENCH_MODELS:-20b 120b}; do
     $CARRY/gossamer bench --synthetic $m ${BENCH_ARGS:--p 512 -n 128 -d 0,16384 -r 3} \
       --json "$OUT/bench-$m.json" >> "$OUT/bench.md" 2>&1 || add "bench $m FAILED"
   done
