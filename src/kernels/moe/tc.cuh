@@ -21,8 +21,8 @@
 //    (chunk 0) or second half (chunk 1) is a lane's B pair;
 //  - accumulators restart at every MX block (chains of 4 mma) and are added in fp32; the six
 //    split terms are summed at the end and scaled by 2^kX.
-// Exactness: B = E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes s in
-// [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
+// Exactness: a decoded weight (A) E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes
+// s in [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
 // recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt, bulk_core.cuh finish_rows),
 // so every scale byte gives the fp32 result; only the speed differs.
 #pragma once
