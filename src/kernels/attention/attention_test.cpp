@@ -120,7 +120,7 @@ TEST(Attention, MatchesFp64Reference) {
 // split_tiles 1 (many splits, ticket merge even for short contexts), 4, 64 and 1000
 // (one split for most: sink folded in directly; 1000: a CTA spans more block-table entries than
 // it stages in shared memory, so it reads the table directly) and 0 (the default rule), both
-// precisions, 2 and 3 stages,
+// precisions, 2, 3 and 4 stages,
 // PDL on for some; three
 // launches per problem with fresh positions (the split count changes between launches, as it
 // does inside a replayed graph) and the tickets must be back to zero after each.
@@ -138,7 +138,7 @@ TEST(Attention, OneKernelDecodeMatchesFp64Reference) {
         Problem pr(c, case_splits(c), rng);
         pr.p.kernel = kernel;
         pr.p.split_tiles = tiles;
-        pr.p.stages = tiles == 1 ? 2 : 0;
+        pr.p.stages = tiles == 1 ? 2 : tiles == 64 ? 4 : 0;
         pr.p.pdl = tiles == 4;
         pr.p.tickets = pr.dtk.get();
         for (int round = 0; round < (small ? 1 : 3); ++round) {
