@@ -130,7 +130,7 @@ kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, co
   ap.splits = m.splits_for(rows);
   ap.scale = 0.125f;  // 1 / sqrt(head_dim = 64)
   // Batch 1: a 4-tile ring (3 tiles copied before the wait; docs/attention.md "Session 11":
-  // +0.5% tg128 at depth 0, +1.5% at depth 16384 for 120b). Larger batches keep 3 (more CTAs per
+  // +0.4% tg128 at depth 0, +1.5% at depth 16384 for 120b). Larger batches keep 3 (more CTAs per
   // SM: b64 at short contexts was 8.3 vs 6.0 us with 4).
   ap.stages = rows == 1 ? 4 : 0;
   ap.pdl = d.pdl;
