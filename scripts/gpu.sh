@@ -2,12 +2,13 @@
 # GPU test/bench driver for the CUDA decode path. Two halves:
 #   scripts/gpu.sh pack            # HERE (no GPU needed): build $BUILD/, copy the GPU test
 #                                  # binaries, kernel benches and `gossamer` into .gpu-carry/
+#                                  # and .gpu-carry.tgz (carry the tarball: 64 MiB limit)
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
 # SECTIONS (comma list, default info,ceil,test,sanitize,kbench,bench):
 #   info,ceil,test,sanitize,kbench,bench,batch,profile,serve
 # (bench: BENCH_ARGS, BENCH_MODELS="20b 120b"; sanitize: SANITIZE_FILTER)
-# Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry"]).
+# Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry.tgz"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
@@ -35,9 +36,13 @@ if [[ $mode == pack ]]; then
   tok=../shared/tokenizer/tokenizer.json
   [[ -f $tok ]] && gzip -c $tok > $CARRY/tokenizer.json.gz  # for the serve section
   git rev-parse --short HEAD > $CARRY/git_sha 2>/dev/null || true
-  du -sh $CARRY
+  # The device tool carries at most 64 MiB: the tree (~140 MB stripped) goes as a tarball,
+  # which `run` unpacks when .gpu-carry/ is absent.
+  tar -czf $CARRY.tgz $CARRY
+  du -sh $CARRY $CARRY.tgz
   exit 0
 fi
+[[ -d $CARRY || ! -f $CARRY.tgz ]] || tar -xzf $CARRY.tgz
 
 SECTIONS=${2:-info,ceil,test,sanitize,kbench,bench}
 # libcublasLt.so.13 (prefill GEMMs) from the image's CUDA toolkit (or wherever it is installed).
