@@ -35,18 +35,24 @@ static_assert(kWarps * 16 == kBc, "each warp takes 16 keys of a tile");
 static_assert(kWarps * 16 * (kOStride + 2) * 4 <= 4 * kTileBytes,
               "merge scratch fits a 2-stage ring");
 
+// Which rows of a tile load_tile copies: all (key < 0), all but `key`, or only `key`. A row
+// left out gets no copy at all (not a zero fill that could land after its real copy).
+struct KeyFilter {
+  int key = -1;
+  bool only = false;
+};
+
 // Copies key tile kt (keys kt * 64 ..) of K and V into ring slot `base` (zero fill outside
-// [lo, pos] and for invalid table entries). Key `skip` is left alone (no copy at all: the
-// pre-wait prologue leaves this step's row to a copy after the wait).
+// [lo, pos] and for invalid table entries), the rows that `f` lets through.
 // `tab`: the CTA's staged block-table entries from block b_first on (null: read `table`).
 __device__ __forceinline__ void load_tile(const AttnParams& p, const int32_t* table, const int* tab,
                                           int b_first, int kh, int kt, int lo, int pos,
-                                          uint32_t base, int skip = -1) {
+                                          uint32_t base, KeyFilter f = {}) {
   const int tid = threadIdx.x, ch = tid & 7;
 #pragma unroll
   for (int row = tid >> 3; row < kBc; row += kThreads / 8) {
     const int key = kt * kBc + row;
-    if (key == skip) continue;
+    if (f.key >= 0 && (key == f.key) != f.only) continue;
     const int bi = p.block_size == 16 ? key >> 4 : key / p.block_size;
     const bool ok = key >= lo && key <= pos && bi < p.max_blocks;
     const int blk = ok ? (tab ? tab[bi - b_first] : table[bi]) : 0;
@@ -270,37 +276,26 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   // before the wait without this step's row, which follows after it (larger batches may hold
   // several rows of one sequence, all written by this step's qkv_rope: prologue after the wait).
   const bool early = p.batch == 1 && z < sp.ns;
-  const int pos_slot = pos / kBc - tbeg;  // ring slot of pos's tile if it is a prologue tile
-  if (early) {
+  auto prologue = [&](KeyFilter f) {  // tiles 0 .. S - 2 into slots 0 .. S - 2
 #pragma unroll
     for (int i = 0; i < S - 1; ++i) {
       if (i < nt)
-        load_tile(p, table, tab, b_first, kh, tbeg + i, sp.lo, pos, ring0 + i * 2 * kTileBytes,
-                  pos);
+        load_tile(p, table, tab, b_first, kh, tbeg + i, sp.lo, pos, ring0 + i * 2 * kTileBytes, f);
       cp_commit();
     }
-  }
+  };
+  if (early) prologue({pos, false});
   pdl_wait();  // q and this step's K/V rows come from qkv_rope
   pdl_trigger();
   if (z >= sp.ns) return;
-  if (early) {
-    if (pos_slot >= 0 && pos_slot < S - 1 && pos_slot < nt) {  // this step's row, then all
-      const int row = pos - (tbeg + pos_slot) * kBc, bi = pos / p.block_size;
-      if (tid >> 3 == 0) {
-        const int blk = bi < p.max_blocks ? (tab ? tab[bi - b_first] : table[bi]) : 0;
-        cp_async_kv_chunk(p, kh, pos, bi, blk, bi < p.max_blocks, row, tid & 7,
-                          ring0 + pos_slot * 2 * kTileBytes, kTileBytes);
-      }
-      cp_commit();
-      cp_wait<0>();
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < S - 1; ++i) {
-      if (i < nt)
-        load_tile(p, table, tab, b_first, kh, tbeg + i, sp.lo, pos, ring0 + i * 2 * kTileBytes);
-      cp_commit();
-    }
+  const int pos_slot = pos / kBc - tbeg;  // ring slot of pos's tile if it is a prologue tile
+  if (!early) {
+    prologue({});
+  } else if (pos_slot >= 0 && pos_slot < S - 1 && pos_slot < nt) {  // this step's row, then all
+    load_tile(p, table, tab, b_first, kh, tbeg + pos_slot, sp.lo, pos,
+              ring0 + pos_slot * 2 * kTileBytes, {pos, true});
+    cp_commit();
+    cp_wait<0>();
   }
   WarpState<PRECISE> w;
   load_q(p, b, kh, G, w);

@@ -352,25 +352,27 @@ Result<int> max_local_units(int batch, int units) {
   return (units + gx - 1) / gx;
 }
 
+// bulk_layout with the per-unit staging area (rows_floats(max_local) floats), or without it when
+// that does not fit (large batches: many units per block; the epilogues then read global memory).
+template <class RowsFloats>
+Result<Layout> staged_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
+                             const void* blocks, const void* scales, RowsFloats rows_floats) {
+  GS_ASSIGN_OR_RETURN(const int ml, max_local_units(batch, units));
+  auto L = bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, ml, rows_floats(ml));
+  if (L.ok()) return L;
+  return bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, 0, 0);
+}
+
 Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
   const Config c = kPipe6;
-  const int units = p.k * (p.inter / 4);
-  GS_ASSIGN_OR_RETURN(const int ml, max_local_units(p.batch, units));
-  auto L = bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, units, p.blocks,
-                       p.scales, ml, 8 * ml);
-  if (L.ok()) return L;  // else without the staging area (large batches: many units per block)
-  return bulk_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, units, p.blocks, p.scales,
-                     0, 0);
+  return staged_layout(p.batch, p.hidden / 32, 1, c.gu_warps, c.gu_spw, 1, p.k * (p.inter / 4),
+                       p.blocks, p.scales, [](int ml) { return 8 * ml; });  // bias [ml][8]
 }
 Result<Layout> down_layout(const MoeDownParams& p) {
   const Config c = kPipe6;
-  const int units = p.hidden / 8;
-  GS_ASSIGN_OR_RETURN(const int ml, max_local_units(p.batch, units));
-  auto L = bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, units, p.blocks,
-                       p.scales, ml, ml * p.k * 8 + ml * 8 + p.k);
-  if (L.ok()) return L;  // else without the staging area (see gate_up_layout)
-  return bulk_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, units, p.blocks,
-                     p.scales, 0, 0);
+  // bias [ml][k][8], residual [ml][8], routing weights [k]
+  return staged_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, p.hidden / 8,
+                       p.blocks, p.scales, [&](int ml) { return ml * p.k * 8 + ml * 8 + p.k; });
 }
 
 }  // namespace
