@@ -289,16 +289,18 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   pdl_trigger();
   if (z >= sp.ns) return;
   const int pos_slot = pos / kBc - tbeg;  // ring slot of pos's tile if it is a prologue tile
+  bool row_pending = false;
   if (!early) {
     prologue({});
   } else if (pos_slot >= 0 && pos_slot < S - 1 && pos_slot < nt) {  // this step's row, then all
     load_tile(p, table, tab, b_first, kh, tbeg + pos_slot, sp.lo, pos,
               ring0 + pos_slot * 2 * kTileBytes, {pos, true});
     cp_commit();
-    cp_wait<0>();
+    row_pending = true;
   }
   WarpState<PRECISE> w;
-  load_q(p, b, kh, G, w);
+  load_q(p, b, kh, G, w);  // its L2 round trip overlaps the row's copy
+  if (row_pending) cp_wait<0>();
   w.m[0] = w.m[1] = -INFINITY;
   w.l[0] = w.l[1] = 0.f;
 #pragma unroll

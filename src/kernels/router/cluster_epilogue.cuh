@@ -34,8 +34,20 @@ __device__ __forceinline__ void write_xn_slice(const NormRouterParams& p, const 
   }
 }
 
+// The router bias of this warp's rows e0 .. e0 + n_rows - 1 (<= RPW; 0 without a bias), read by
+// lane 0 before pdl_wait (a weight: pdl.h rule 1). Read after the GEMV it was one dependent DRAM
+// round trip (the bias is evicted by every step's weight stream) right before the logits store.
+template <int RPW>
+__device__ __forceinline__ void load_router_bias(const NormRouterParams& p, int e0, int n_rows,
+                                                 float (&bias)[RPW]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) bias[r] = lane == 0 && p.bias && r < n_rows ? p.bias[e0 + r] : 0.f;
+}
+
 // After the GEMV: waits on the split cluster barrier (arrived before pdl_wait), then lane 0 of
-// each warp stores its first n_rows (<= RPW) logits rows e0, e0 + 1, ... (+ bias: the same fp32
+// each warp stores its first n_rows (<= RPW) logits rows e0, e0 + 1, ... (+ bias from
+// load_router_bias: the same fp32
 // add as gemv_bf16w_f32a, so the bits equal the unfused path) for the nb batch rows into the
 // leader block's logit_s through the cluster (DSMEM), and to p.logits when given; after
 // cluster.sync() warp b of the leader runs the top-k softmax of batch row b0 + b.
@@ -43,7 +55,8 @@ template <int BT, int RPW, int MaxE>
 __device__ __forceinline__ void cluster_logits_topk(const NormRouterParams& p,
                                                     cooperative_groups::cluster_group& cluster,
                                                     float (&logit_s)[BT][MaxE],
-                                                    const float (&acc)[RPW][BT], int e0, int n_rows,
+                                                    const float (&acc)[RPW][BT],
+                                                    const float (&bias)[RPW], int e0, int n_rows,
                                                     int b0, int nb) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
@@ -53,11 +66,10 @@ __device__ __forceinline__ void cluster_logits_topk(const NormRouterParams& p,
     for (int r = 0; r < RPW; ++r) {
       if (r >= n_rows) continue;
       const int e = e0 + r;
-      const float bias = p.bias ? p.bias[e] : 0.f;
 #pragma unroll
       for (int b = 0; b < BT; ++b) {
         if (b >= nb) continue;
-        const float v = acc[r][b] + bias;
+        const float v = acc[r][b] + bias[r];
         leader[b * MaxE + e] = v;
         if (p.logits) p.logits[static_cast<size_t>(b0 + b) * p.n_experts + e] = v;
       }

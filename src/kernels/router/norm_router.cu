@@ -46,6 +46,8 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     rows[r] = p.w + static_cast<size_t>(min(e0 + r, rank * rb + rb - 1)) * p.hidden;
   if (p.pdl && active && blockIdx.y == 0)
     warp_prefetch_rows<kRpw>(rows, p.hidden);  // weights: before the wait
+  float bias[kRpw];
+  router_detail::load_router_bias<kRpw>(p, e0, rb - warp * kRpw, bias);
   // Split cluster barrier: arrive now, wait before the first DSMEM store (every block of the
   // cluster must have started before its shared memory is written remotely).
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -58,7 +60,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   float acc[kRpw][BT] = {};
   if (active) warp_gemv_bf16<BT, kRpw, true, kUnroll>(rows, p.hidden, x, nb, acc, p.norm_w, inv);
   // Rows of this warp inside the block's expert range (<= 0 for inactive warps).
-  cluster_logits_topk<BT, kRpw>(p, cluster, logit_s, acc, e0, rb - warp * kRpw, b0, nb);
+  cluster_logits_topk<BT, kRpw>(p, cluster, logit_s, acc, bias, e0, rb - warp * kRpw, b0, nb);
 }
 
 template <int BT>

@@ -41,12 +41,12 @@ constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per th
 // (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256, ... in order, warp
 // butterfly, then warps 0..7 in order. Every load of a thread (all BT rows) is issued before the
 // first add: one L2 round trip; the generic loop batches only 4 / BT per thread.
+// v: the thread's float4 t + 256 m of each row, for the staging below.
 template <int BT>
 __device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, int nb, float eps,
-                                                    float (&inv)[BT]) {
+                                                    float (&inv)[BT], float4 (&v)[BT][kMaxF4]) {
   __shared__ float red[kWarps][BT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
-  float4 v[BT][kMaxF4];
 #pragma unroll
   for (int b = 0; b < BT; ++b)
 #pragma unroll
@@ -114,36 +114,36 @@ __device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], 
 }
 
 // Batch tiles of <= kStageBT rows: the normed activations are formed ONCE per block into shared
-// memory, chunk k = lane + 32 j by warp j % 8 with the gains of its registers ((x * inv) * gain,
-// the same fp32 operations), the block's share of xn (chunks k % csize == rank) is stored from
-// there, and every warp's GEMV reads them back ([2][nch] float4 halves, conflict-free LDS.128).
-// Before, each of the 8 warps re-read x and re-scaled all of it: ~2.6 us of the router's ~4.7
-// (H100, globaltimer probe, docs/decode-budget.md). Larger tiles keep the per-warp path (the
-// staged rows would not fit the 48 KB of static shared memory).
+// memory, each thread from the float4 of x it already holds from inv_rms_loads_first (float4
+// i = t + 256 m, chunk i / 2) with its gains loaded before the wait ((x * inv) * gain, the same
+// fp32 operations), the block's share of xn (chunks k % csize == rank) is stored from there, and
+// every warp's GEMV reads them back ([2][nch] float4 halves, conflict-free LDS.128). Session 9:
+// each of the 8 warps re-read x and re-scaled all of it (~2.6 us of the router's ~4.7; H100,
+// globaltimer probe, docs/decode-budget.md); session 12: a second pass over x by chunk (~1 us)
+// gave way to the registers. Larger tiles keep the per-warp path (the staged rows would not fit
+// the 48 KB of static shared memory).
 constexpr int kStageBT = 2, kHalf = kMaxChunks * 32;
 
 template <int BT>
-__device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float* x, int b0, int nb,
-                                         const float (&inv)[BT], const uint4 (&gr)[kMaxChunks],
-                                         int rank, int csize, float4 (*xs)[2][kHalf]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = p.hidden / 8;
+__device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float4 (&v)[BT][kMaxF4],
+                                         const uint2 (&gq)[kMaxF4], const float (&inv)[BT], int b0,
+                                         int nb, int rank, int csize, float4 (*xs)[2][kHalf]) {
+  const int n4 = p.hidden / 4;
 #pragma unroll
-  for (int j = 0; j < kMaxChunks; ++j) {
-    const int k = lane + 32 * j;
-    if (j % kWarps != warp || k >= nch) continue;
+  for (int b = 0; b < BT; ++b) {
+    if (b >= nb) continue;
 #pragma unroll
-    for (int b = 0; b < BT; ++b) {
-      if (b >= nb) continue;
-      const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
-      float4 x0 = __ldg(xp + 2 * k), x1 = __ldg(xp + 2 * k + 1);
-      scale8_bf16(x0, x1, inv[b], gr[j]);
-      xs[b][0][k] = x0;
-      xs[b][1][k] = x1;
-      if (p.xn && k % csize == rank) {
-        float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
-        yr[2 * k] = x0;
-        yr[2 * k + 1] = x1;
-      }
+    for (int m = 0; m < kMaxF4; ++m) {
+      const int i = threadIdx.x + m * kThreads, k = i >> 1;
+      if (i >= n4) continue;
+      const float4 q = v[b][m];
+      const uint2 g = gq[m];
+      const float s = inv[b];
+      const float4 y = make_float4(q.x * s * bf16_lo(g.x), q.y * s * bf16_hi(g.x),
+                                   q.z * s * bf16_lo(g.y), q.w * s * bf16_hi(g.y));
+      xs[b][i & 1][k] = y;
+      if (p.xn && k % csize == rank)
+        reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] = y;
     }
   }
   __syncthreads();
@@ -160,11 +160,24 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   const int e0 = (rank * kWarps + warp) * RPW;  // this warp's first expert
   const int nch = p.hidden / 8;
   // Weights and norm gains into registers before the wait (rows past n_experts load nothing).
-  uint4 wr[RPW][kMaxChunks], gr[kMaxChunks];
+  // The gains: per float4 of x this thread stages (tiles <= kStageBT), else per GEMV chunk.
+  constexpr bool kStaged = BT <= kStageBT;
+  uint4 wr[RPW][kMaxChunks], gr[kStaged ? 1 : kMaxChunks];
+  uint2 gq[kMaxF4];
+  if constexpr (kStaged) {
 #pragma unroll
-  for (int j = 0; j < kMaxChunks; ++j) {
-    const int k = lane + 32 * j;
-    gr[j] = k < nch ? __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k) : make_uint4(0, 0, 0, 0);
+    for (int m = 0; m < kMaxF4; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      gq[m] =
+          i < p.hidden / 4 ? __ldg(reinterpret_cast<const uint2*>(p.norm_w) + i) : make_uint2(0, 0);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxChunks; ++j) {
+      const int k = lane + 32 * j;
+      gr[j] =
+          k < nch ? __ldg(reinterpret_cast<const uint4*>(p.norm_w) + k) : make_uint4(0, 0, 0, 0);
+    }
   }
 #pragma unroll
   for (int r = 0; r < RPW; ++r) {
@@ -176,6 +189,8 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
           (e0 + r < p.n_experts && k < nch) ? ld_stream16(row + 8 * k) : make_uint4(0, 0, 0, 0);
     }
   }
+  float bias[RPW];
+  router_detail::load_router_bias<RPW>(p, e0, p.n_experts - e0, bias);
   // Split cluster barrier: arrive now, wait before the first DSMEM store (every block of the
   // cluster must have started before its shared memory is written remotely).
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -183,11 +198,12 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   pdl_trigger();
   const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
   float inv[BT];
-  inv_rms_loads_first<BT>(x, p.hidden, nb, p.eps, inv);
+  float4 v[BT][kMaxF4];
+  inv_rms_loads_first<BT>(x, p.hidden, nb, p.eps, inv, v);
   float acc[RPW][BT];
-  if constexpr (BT <= kStageBT) {
+  if constexpr (kStaged) {
     __shared__ float4 xs[BT][2][kHalf];
-    stage_xn<BT>(p, x, b0, nb, inv, gr, rank, csize, xs);
+    stage_xn<BT>(p, v, gq, inv, b0, nb, rank, csize, xs);
     gemv_chunks<BT, RPW>(
         wr, p.hidden, nb,
         [&](int, int k, int b, float4& x0, float4& x1) {
@@ -207,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
         },
         acc);
   }
-  cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, e0, p.n_experts - e0, b0, nb);
+  cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, bias, e0, p.n_experts - e0, b0, nb);
 }
 
 template <int BT, int RPW>
