@@ -189,10 +189,12 @@ __device__ __forceinline__ void stash_warp(WarpState<PRECISE>& w, float c, float
 }
 
 // The last CTA of a (row, kv head): merges the ns partials of query head h, dims d8 .. d8 + 7,
-// with the sink (one pass, running max). Partials come from other SMs: read through L2.
-__device__ __forceinline__ void merge_partials(const AttnParams& p, int b, int h, int d8, int ns) {
+// with the sink (sk: sinks[h] * log2 e; one pass, running max). Partials come from other SMs:
+// read through L2.
+__device__ __forceinline__ void merge_partials(const AttnParams& p, int b, int h, int d8, int ns,
+                                               float sk) {
   const size_t prow0 = (static_cast<size_t>(b) * p.n_heads + h) * p.splits;
-  float m = p.sinks[h] * kLog2e, den = 1.f, o[8] = {};
+  float m = sk, den = 1.f, o[8] = {};
 #pragma unroll 4
   for (int s = 0; s < ns; ++s) {
     const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml + (prow0 + s) * 2));
@@ -213,9 +215,10 @@ __device__ __forceinline__ void merge_partials(const AttnParams& p, int b, int h
 }
 
 // Merges the 4 warps' (m, l, o) of query row `row` (head h), dims d8 .. d8 + 7, from the
-// shared-memory scratch; writes `out` (ns == 1, sink folded in) or this split's partial.
+// shared-memory scratch; writes `out` (ns == 1, sink sk = sinks[h] * log2 e folded in) or this
+// split's partial.
 __device__ __forceinline__ void merge_warps(const AttnParams& p, const float* sm_o, int b, int h,
-                                            int row, int d8, int z, int ns) {
+                                            int row, int d8, int z, int ns, float sk) {
   const float* sm_m = sm_o + kWarps * 16 * kOStride;  // [4 x 16]
   const float* sm_l = sm_m + kWarps * 16;             // [4 x 16]
   float mm = -INFINITY;
@@ -232,7 +235,7 @@ __device__ __forceinline__ void merge_warps(const AttnParams& p, const float* sm
     for (int i = 0; i < 8; ++i) o[i] = fmaf(src[i], wt, o[i]);
   }
   if (ns == 1) {  // sink folded in: final output
-    const float sk = p.sinks[h] * kLog2e, mx = fmaxf(mm, sk);
+    const float mx = fmaxf(mm, sk);
     const float wt = mm == -INFINITY ? 0.f : exp2f(mm - mx);
     const float fac = wt / fmaf(l, wt, exp2f(sk - mx));
     float4* dst =
@@ -285,6 +288,10 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
     }
   };
   if (early) prologue({pos, false});
+  // The sink of this thread's merge row (a weight: before the wait; read at the merge it was a
+  // dependent DRAM load right before the output store).
+  const int row = tid >> 3, d8 = (tid & 7) * 8, h = kh * G + row;
+  const float sk = row < G ? p.sinks[h] * kLog2e : 0.f;
   pdl_wait();  // q and this step's K/V rows come from qkv_rope
   pdl_trigger();
   if (z >= sp.ns) return;
@@ -323,8 +330,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   float* sm_l = sm_m + kWarps * 16;              // [4 x 16]
   stash_warp(w, c, sm_m, sm_l, sm_o);
   __syncthreads();
-  const int row = tid >> 3, d8 = (tid & 7) * 8, h = kh * G + row;
-  if (row < G) merge_warps(p, sm_o, b, h, row, d8, z, sp.ns);
+  if (row < G) merge_warps(p, sm_o, b, h, row, d8, z, sp.ns, sk);
   if (sp.ns == 1) return;
   // Last-CTA-done merge (the grid-sync pattern): the barrier orders the CTA's partial writes
   // before thread 0's device-scope fence + ticket; the ns-th CTA fences again and merges.
@@ -337,7 +343,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   }
   __syncthreads();
   if (!s_last) return;
-  if (row < G) merge_partials(p, b, h, d8, sp.ns);
+  if (row < G) merge_partials(p, b, h, d8, sp.ns, sk);
   if (tid == 0) *ticket = 0;  // every CTA of this (row, kv head) has taken its ticket
 }
 
