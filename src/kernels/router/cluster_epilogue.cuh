@@ -47,10 +47,10 @@ __device__ __forceinline__ void load_router_bias(const NormRouterParams& p, int 
 
 // After the GEMV: waits on the split cluster barrier (arrived before pdl_wait), then lane 0 of
 // each warp stores its first n_rows (<= RPW) logits rows e0, e0 + 1, ... (+ bias from
-// load_router_bias: the same fp32
-// add as gemv_bf16w_f32a, so the bits equal the unfused path) for the nb batch rows into the
-// leader block's logit_s through the cluster (DSMEM), and to p.logits when given; after
-// cluster.sync() warp b of the leader runs the top-k softmax of batch row b0 + b.
+// load_router_bias: the same fp32 add as gemv_bf16w_f32a, so the bits equal the unfused path)
+// for the nb batch rows into the leader block's logit_s through the cluster (DSMEM), and to
+// p.logits when given; after cluster.sync() warp b of the leader runs the top-k softmax of batch
+// row b0 + b.
 template <int BT, int RPW, int MaxE>
 __device__ __forceinline__ void cluster_logits_topk(const NormRouterParams& p,
                                                     cooperative_groups::cluster_group& cluster,
