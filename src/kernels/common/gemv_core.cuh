@@ -22,13 +22,17 @@ __device__ __forceinline__ float dot8_bf16(uint4 w, float4 a, float4 b) {
   return s;
 }
 
-// (x * s) * g for 8 activations, their row's 1/rms s and 8 bf16 gains: an RMSNorm folded into
-// the GEMV, in the same order of fp32 operations as the rmsnorm kernel (bit-identical inputs).
+// (x * s) * g for 4 activations, their row's 1/rms s and 4 bf16 gains: an RMSNorm folded into
+// its consumer, in the same order of fp32 operations as the rmsnorm kernel (bit-identical inputs).
+__device__ __forceinline__ float4 scale4_bf16(float4 a, float s, uint2 g) {
+  return make_float4(a.x * s * bf16_lo(g.x), a.y * s * bf16_hi(g.x), a.z * s * bf16_lo(g.y),
+                     a.w * s * bf16_hi(g.y));
+}
+
+// The same for 8 activations (a, b) and 8 gains.
 __device__ __forceinline__ void scale8_bf16(float4& a, float4& b, float s, uint4 g) {
-  a = make_float4(a.x * s * bf16_lo(g.x), a.y * s * bf16_hi(g.x), a.z * s * bf16_lo(g.y),
-                  a.w * s * bf16_hi(g.y));
-  b = make_float4(b.x * s * bf16_lo(g.z), b.y * s * bf16_hi(g.z), b.z * s * bf16_lo(g.w),
-                  b.w * s * bf16_hi(g.w));
+  a = scale4_bf16(a, s, make_uint2(g.x, g.y));
+  b = scale4_bf16(b, s, make_uint2(g.z, g.w));
 }
 
 // w_rows[r]: start of weight row r ([cols] bf16, 16-byte aligned); x: [nb, cols] f32 with

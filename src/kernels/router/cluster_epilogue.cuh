@@ -6,6 +6,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/common/device.cuh"
+#include "kernels/common/gemv_core.cuh"
 #include "kernels/router/params.h"
 #include "kernels/router/topk.cuh"
 
@@ -25,11 +26,7 @@ __device__ __forceinline__ void write_xn_slice(const NormRouterParams& p, const 
     const float4* xr = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
     float4* yr = reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden);
     for (int i = rank * kBlockThreads + threadIdx.x; i < n4; i += csize * kBlockThreads) {
-      const float4 v = __ldg(xr + i);
-      const uint2 gg = __ldg(g + i);
-      const float s = inv[b];
-      yr[i] = make_float4(v.x * s * bf16_lo(gg.x), v.y * s * bf16_hi(gg.x), v.z * s * bf16_lo(gg.y),
-                          v.w * s * bf16_hi(gg.y));
+      yr[i] = scale4_bf16(__ldg(xr + i), inv[b], __ldg(g + i));
     }
   }
 }

@@ -136,11 +136,7 @@ __device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float4
     for (int m = 0; m < kMaxF4; ++m) {
       const int i = threadIdx.x + m * kThreads, k = i >> 1;
       if (i >= n4) continue;
-      const float4 q = v[b][m];
-      const uint2 g = gq[m];
-      const float s = inv[b];
-      const float4 y = make_float4(q.x * s * bf16_lo(g.x), q.y * s * bf16_hi(g.x),
-                                   q.z * s * bf16_lo(g.y), q.w * s * bf16_hi(g.y));
+      const float4 y = scale4_bf16(v[b][m], inv[b], gq[m]);
       xs[b][i & 1][k] = y;
       if (p.xn && k % csize == rank)
         reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] = y;
