@@ -6,12 +6,15 @@
 // Work: the (nh + 2 kvh) x 32 rotation pairs (i, i + 32) of every head, split evenly over one
 // block per SM (block b: pairs [b P / G, (b + 1) P / G)). The block's rows in order: pair q
 // gives rows 2q (head row i) and 2q + 1 (head row i + 32). Warps 0..7 consume, warp 8 lane 0
-// produces (the ring: common/bulk_gemv.cuh); row j's dot product goes to res[j]. x (normed when
-// NORM, in the same fp32 operations as the warp kernel) is staged once in shared memory. After a
-// consumer barrier thread t < pairs finishes pair t (epilogue.cuh), with the pair's bias, RoPE
-// sin / cos and cache slot formed before pdl_wait (session 10: they were ~1.3 us of dependent
-// loads and fp64 range reduction after the GEMV). Bit-identical to qkv_rope_bf16w_f32a<1, NORM>
-// (qkv_rope_test).
+// produces (the ring: common/bulk_gemv.cuh); row j's dot product goes to res[j]. x is staged once
+// in shared memory; with NORM as x * gain, and the 1/rms is applied to each row's dot product
+// afterwards (dot(w, x * g) * inv = dot(w, (x * inv) * g)): the squares are summed from the same
+// loads and reduced across the warps while the rows stream, so the GEMV does not wait for a
+// block reduction first (session 13: +0.5% tg128). After a consumer barrier thread t < pairs
+// finishes pair t (epilogue.cuh), with the pair's bias, RoPE sin / cos and cache slot formed
+// before pdl_wait (session 10: they were ~1.3 us of dependent loads and fp64 range reduction
+// after the GEMV). Without NORM bit-identical to qkv_rope_bf16w_f32a<1, false>; with NORM the
+// rounding differs from the warp kernel's (x * inv) * g (qkv_rope_test checks both against fp64).
 #include <algorithm>
 
 #include "kernels/common/bulk_gemv.cuh"
@@ -75,25 +78,40 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
           : QkvPairPrep{};
   pdl_wait();  // x comes from the previous kernel
   pdl_trigger();
-  float inv[1] = {1.f};
-  if constexpr (NORM) block_inv_rms<1, kConsumers, kConsumerBar>(p.x, p.hidden, 1, p.eps, inv);
+  __shared__ float ss_warp[kConsumers];  // NORM: each consumer warp's sum of squares of x
+  float ss = 0.f;
 #pragma unroll
   for (int m = 0; m < kMaxG; ++m) {
     const int k = threadIdx.x + m * kConsumers * 32;
     if (k >= nch) continue;
     const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
     float4 a = __ldg(src), b = __ldg(src + 1);
-    if constexpr (NORM) scale8_bf16(a, b, inv[0], g[m]);
+    if constexpr (NORM) {
+      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+      ss += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+      scale8_bf16(a, b, 1.f, g[m]);  // x * g (x * 1 is exact)
+    }
     xs[k] = a;
     xs[nch + k] = b;
+  }
+  if constexpr (NORM) {
+    ss = warp_sum(ss);
+    if (lane == 0) ss_warp[warp] = ss;
   }
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   bulk_gemv::ring_consume<kConsumers>(ring, 2 * pairs, xs, nch, warp,
                                       [&](int j, float dot) { res[j] = dot; });
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
+  float inv = 1.f;  // 1 / rms of x, the same formula as block_inv_rms (warps summed in order)
+  if constexpr (NORM) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < kConsumers; ++w) t += ss_warp[w];
+    inv = rsqrtf(t / static_cast<float>(p.hidden) + p.eps);
+  }
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
     const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
-    qkv_store_pair(p, unit, i, res[2 * t], res[2 * t + 1],
+    qkv_store_pair(p, unit, i, res[2 * t] * inv, res[2 * t + 1] * inv,
                    t == static_cast<int>(threadIdx.x) ? prep : qkv_prep_pair(p, 0, unit, i));
   }
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -129,6 +130,29 @@ TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
     for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, true, v, rng);
 }
 
+// The bulk kernel's deferred 1/rms against the unfused warp kernel: q relative error (vector
+// norm) below 1e-6, and every cache value within one bf16 ulp.
+void expect_close_outputs(const char* name, const DevBuf<float>& q1, const DevBuf<uint16_t>& k1,
+                          const DevBuf<uint16_t>& v1, const DevBuf<float>& q2,
+                          const DevBuf<uint16_t>& k2, const DevBuf<uint16_t>& v2) {
+  const auto a = q1.download(), b = q2.download();
+  const double e = testing::rel_err(b, std::vector<double>(a.begin(), a.end()));
+  size_t far = 0, cache = 0;
+  for (const auto* pr : {&k1, &v1}) {
+    const auto x = pr->download(), y = (pr == &k1 ? k2 : v2).download();
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float fx = bf16_to_float(x[i]), fy = bf16_to_float(y[i]);
+      far += std::fabs(fx - fy) > 0x1p-7f * std::max(std::fabs(fx), std::fabs(fy));
+      cache += x[i] != y[i];
+    }
+  }
+  std::printf(
+      "qkv_rope %-24s bulk fused vs unfused: q rel %.3g, %zu cache values differ (one ulp)\n", name,
+      e, cache);
+  EXPECT_LT(e, 1e-6) << name;
+  EXPECT_EQ(far, 0u) << name;
+}
+
 void expect_same_outputs(const char* name, const char* what, const DevBuf<float>& q1,
                          const DevBuf<uint16_t>& k1, const DevBuf<uint16_t>& v1,
                          const DevBuf<float>& q2, const DevBuf<uint16_t>& k2,
@@ -142,9 +166,11 @@ void expect_same_outputs(const char* name, const char* what, const DevBuf<float>
   EXPECT_EQ(v1.download(), v2.download()) << name << " " << what;
 }
 
-// Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the same fp32 operations, so q and the cache
-// must be bit-identical; at batch 1 also the bulk kernel (fused) against the unfused warp kernel.
-TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
+// Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the warp kernel does the same fp32 operations,
+// so q and the cache must be bit-identical. At batch 1 the bulk kernel applies 1/rms after its dot
+// products (another rounding; both are checked against fp64 above): q within 1e-6 of the unfused
+// result, and a cache value may differ from it only where the rounding to bf16 flips (one ulp).
+TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
     const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16;
@@ -200,7 +226,7 @@ TEST(QkvRope, FusedNormBitIdenticalToUnfused) {
     q2.poison();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope bulk fused ") + c.name);
-    expect_same_outputs(c.name, "bulk fused vs unfused", q1, k1, v1, q2, k2, v2);
+    expect_close_outputs(c.name, q1, k1, v1, q2, k2, v2);
   }
 }
 
