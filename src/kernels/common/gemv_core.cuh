@@ -158,4 +158,57 @@ __device__ __forceinline__ int argmax_key_index(unsigned long long k) {
   return static_cast<int>(0xffffffffu - static_cast<uint32_t>(k & 0xffffffffu));
 }
 
+// The sum of squares of one 8-float chunk (a = floats 0..3, b = 4..7) added to ss: the one
+// order of the deferred RMSNorm of qkv_rope (qkv_rope/bulk.cu sums while staging x by chunk,
+// qkv_rope/kernel.cu through block_inv_rms_chunks), so that both kernels get the same 1/rms.
+__device__ __forceinline__ void add_sum_sq8(float& ss, const float4& a, const float4& b) {
+  ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
+  ss += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+}
+
+// 1 / rms from the per-warp sums of squares red[0..WARPS) (stride `stride` floats), summed in
+// warp order.
+template <int WARPS>
+__device__ __forceinline__ float inv_rms_from_warps(const float* red, int stride, int hidden,
+                                                    float eps) {
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) t += red[w * stride];
+  return rsqrtf(t / static_cast<float>(hidden) + eps);
+}
+
+// block_inv_rms in chunk order: thread t sums the 8-float chunks t, t + 32 WARPS, ... of each
+// of the nb <= BT rows (add_sum_sq8), then the warp butterfly and the warps in order (hidden %
+// 8 == 0; every thread of the block calls it: __syncthreads()).
+template <int BT, int WARPS>
+__device__ __forceinline__ void block_inv_rms_chunks(const float* x, int hidden, int nb, float eps,
+                                                     float (&inv)[BT]) {
+  __shared__ float red[WARPS][BT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = hidden / 8;
+  float ss[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b) ss[b] = 0.f;
+  for (int k = threadIdx.x; k < nch; k += WARPS * 32) {
+    float4 v[BT][2];
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      const float4* src =
+          reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + 2 * k;
+      v[b][0] = b < nb ? __ldg(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[b][1] = b < nb ? __ldg(src + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int b = 0; b < BT; ++b)
+      if (b < nb) add_sum_sq8(ss[b], v[b][0], v[b][1]);
+  }
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    ss[b] = warp_sum(ss[b]);
+    if (lane == 0) red[warp][b] = ss[b];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<WARPS>(&red[0][b], BT, hidden, eps);
+}
+
 }  // namespace gossamer::kern

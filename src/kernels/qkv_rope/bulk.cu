@@ -13,8 +13,8 @@
 // block reduction first (session 13: +0.5% tg128). After a consumer barrier thread t < pairs
 // finishes pair t (epilogue.cuh), with the pair's bias, RoPE sin / cos and cache slot formed
 // before pdl_wait (session 10: they were ~1.3 us of dependent loads and fp64 range reduction
-// after the GEMV). Without NORM bit-identical to qkv_rope_bf16w_f32a<1, false>; with NORM the
-// rounding differs from the warp kernel's (x * inv) * g (qkv_rope_test checks both against fp64).
+// after the GEMV). Bit-identical to qkv_rope_bf16w_f32a<1, NORM>, which applies 1/rms the same
+// way with the same summation order (qkv_rope_test).
 #include <algorithm>
 
 #include "kernels/common/bulk_gemv.cuh"
@@ -87,8 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
     const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
     float4 a = __ldg(src), b = __ldg(src + 1);
     if constexpr (NORM) {
-      ss += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w;
-      ss += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+      add_sum_sq8(ss, a, b);
       scale8_bf16(a, b, 1.f, g[m]);  // x * g (x * 1 is exact)
     }
     xs[k] = a;
@@ -102,13 +101,8 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   bulk_gemv::ring_consume<kConsumers>(ring, 2 * pairs, xs, nch, warp,
                                       [&](int j, float dot) { res[j] = dot; });
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
-  float inv = 1.f;  // 1 / rms of x, the same formula as block_inv_rms (warps summed in order)
-  if constexpr (NORM) {
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < kConsumers; ++w) t += ss_warp[w];
-    inv = rsqrtf(t / static_cast<float>(p.hidden) + p.eps);
-  }
+  // 1 / rms of x: the order of block_inv_rms_chunks (qkv_rope_bf16w_f32a's), warps in order.
+  const float inv = NORM ? inv_rms_from_warps<kConsumers>(ss_warp, 1, p.hidden, p.eps) : 1.f;
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
     const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
     qkv_store_pair(p, unit, i, res[2 * t] * inv, res[2 * t + 1] * inv,

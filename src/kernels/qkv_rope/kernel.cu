@@ -1,6 +1,7 @@
-// qkv_rope_bf16w_f32a<BT>: (optional fused RMSNorm: each block recomputes the BT rows' 1/rms
-// and normalises the activations inside the GEMV loads) grid.x = 2 * (nh + 2 kvh) blocks, one per
-// half of a 64-row head
+// qkv_rope_bf16w_f32a<BT>: (optional fused RMSNorm: each block recomputes the BT rows' 1/rms,
+// scales the activations by the gain inside the GEMV loads and the dot products by 1/rms:
+// dot(w, x * g) * inv, the bulk kernel's order, so the two are bit-identical) grid.x =
+// 2 * (nh + 2 kvh) blocks, one per half of a 64-row head
 // ("unit": a q, k or v head); block = 8 warps x 4 rows = 32 rows: the 16 rotation pairs
 // (i, i + 32) for i in [half*16, half*16 + 16), so the RoPE partner of every row is in the same
 // block. grid.y tiles the batch by BT. The GEMV core (common/gemv_core.cuh) leaves the 32 x BT
@@ -38,17 +39,17 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_bf16w_f32a(QkvRopeParams
   pdl_wait();  // x (residual or normed) comes from the previous kernel
   pdl_trigger();
   const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
-  float inv[BT];
+  float inv[BT], one[BT];
 #pragma unroll
-  for (int b = 0; b < BT; ++b) inv[b] = 1.f;
-  if constexpr (NORM) block_inv_rms<BT, kWarps>(x, p.hidden, nb, p.eps, inv);  // fused RMSNorm
+  for (int b = 0; b < BT; ++b) inv[b] = one[b] = 1.f;
+  if constexpr (NORM) block_inv_rms_chunks<BT, kWarps>(x, p.hidden, nb, p.eps, inv);
   float acc[kRpw][BT];
-  warp_gemv_bf16<BT, kRpw, NORM>(rows, p.hidden, x, nb, acc, p.norm_w, inv);
+  warp_gemv_bf16<BT, kRpw, NORM>(rows, p.hidden, x, nb, acc, p.norm_w, one);  // x * 1 * gain
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < kRpw; ++r)
 #pragma unroll
-      for (int b = 0; b < BT; ++b) res[b][warp * kRpw + r] = acc[r][b];
+      for (int b = 0; b < BT; ++b) res[b][warp * kRpw + r] = acc[r][b] * inv[b];
   }
   __syncthreads();
   const int t = threadIdx.x;

@@ -130,8 +130,8 @@ TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
     for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, true, v, rng);
 }
 
-// The bulk kernel's deferred 1/rms against the unfused warp kernel: q relative error (vector
-// norm) below 1e-6, and every cache value within one bf16 ulp.
+// A fused kernel (1/rms applied to the dot products) against the unfused path: q relative error
+// (vector norm) below 1e-6, and every cache value within one bf16 ulp.
 void expect_close_outputs(const char* name, const DevBuf<float>& q1, const DevBuf<uint16_t>& k1,
                           const DevBuf<uint16_t>& v1, const DevBuf<float>& q2,
                           const DevBuf<uint16_t>& k2, const DevBuf<uint16_t>& v2) {
@@ -142,13 +142,14 @@ void expect_close_outputs(const char* name, const DevBuf<float>& q1, const DevBu
     const auto x = pr->download(), y = (pr == &k1 ? k2 : v2).download();
     for (size_t i = 0; i < x.size(); ++i) {
       const float fx = bf16_to_float(x[i]), fy = bf16_to_float(y[i]);
-      far += std::fabs(fx - fy) > 0x1p-7f * std::max(std::fabs(fx), std::fabs(fy));
+      // One bf16 ulp (<= 2^-7 relative), plus 1e-5 absolute for values near zero, where the
+      // ~1e-7 relative difference of the fp32 dot products (values ~10) exceeds a tiny value's ulp.
+      far += std::fabs(fx - fy) > 0x1p-7f * std::max(std::fabs(fx), std::fabs(fy)) + 1e-5f;
       cache += x[i] != y[i];
     }
   }
-  std::printf(
-      "qkv_rope %-24s bulk fused vs unfused: q rel %.3g, %zu cache values differ (one ulp)\n", name,
-      e, cache);
+  std::printf("qkv_rope %-24s fused vs unfused: q rel %.3g, %zu cache values differ (one ulp)\n",
+              name, e, cache);
   EXPECT_LT(e, 1e-6) << name;
   EXPECT_EQ(far, 0u) << name;
 }
@@ -166,10 +167,10 @@ void expect_same_outputs(const char* name, const char* what, const DevBuf<float>
   EXPECT_EQ(v1.download(), v2.download()) << name << " " << what;
 }
 
-// Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the warp kernel does the same fp32 operations,
-// so q and the cache must be bit-identical. At batch 1 the bulk kernel applies 1/rms after its dot
-// products (another rounding; both are checked against fp64 above): q within 1e-6 of the unfused
-// result, and a cache value may differ from it only where the rounding to bf16 flips (one ulp).
+// Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the fused kernels apply 1/rms to the dot
+// products (dot(w, x * g) * inv instead of dot(w, (x * inv) * g)), so q is within 1e-6 of the
+// unfused result and a cache value may differ from it only where the rounding to bf16 flips (one
+// ulp); at batch 1 the bulk kernel (fused) must be bit-identical to the fused warp kernel.
 TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
@@ -219,14 +220,17 @@ TEST(QkvRope, FusedNormMatchesUnfusedPath) {
     p.v_cache = v2.get();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope fused ") + c.name);
-    expect_same_outputs(c.name, "fused vs unfused", q1, k1, v1, q2, k2, v2);
+    expect_close_outputs(c.name, q1, k1, v1, q2, k2, v2);
     if (c.batch != 1) continue;
-    p.variant = 2;  // the bulk kernel, fused norm + PDL, against the unfused warp kernel
-    for (auto* b : {&k2, &v2}) b->poison();
-    q2.poison();
+    p.variant = 2;  // the bulk kernel, fused norm + PDL, against the fused warp kernel
+    p.q = q1.get();
+    p.k_cache = k1.get();
+    p.v_cache = v1.get();
+    q1.poison();
+    for (auto* b : {&k1, &v1}) b->poison();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope bulk fused ") + c.name);
-    expect_close_outputs(c.name, q1, k1, v1, q2, k2, v2);
+    expect_same_outputs(c.name, "bulk fused vs fused", q2, k2, v2, q1, k1, v1);
   }
 }
 
