@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "common/numerics.h"
@@ -188,20 +189,43 @@ void bit_identical_case(const NormRouterCase& c, const Inputs& in, int variant) 
     for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
     return n;
   };
+  const auto fl = d.logits.download(), ul = logits.download();
   const size_t dxn = count_diff(d.xn.download(), xn.download());
-  const size_t dl = count_diff(d.logits.download(), logits.download());
+  const size_t dl = count_diff(fl, ul);
   const size_t dw = count_diff(d.wts.download(), wts.download());
   std::printf("norm_router %-20s v%d differing bits vs unfused: xn %zu logits %zu weights %zu\n",
               c.name, variant, dxn, dl, dw);
   EXPECT_EQ(dxn, 0u) << c.name << " v" << variant;
-  EXPECT_EQ(dl, 0u) << c.name << " v" << variant;
-  EXPECT_EQ(dw, 0u) << c.name << " v" << variant;
-  EXPECT_EQ(d.ids.download(), ids.download()) << c.name << " v" << variant;
+  if (variant == 1) {  // cluster-8 kernel: the unfused fp32 operations
+    EXPECT_EQ(dl, 0u) << c.name << " v" << variant;
+    EXPECT_EQ(dw, 0u) << c.name << " v" << variant;
+    EXPECT_EQ(d.ids.download(), ids.download()) << c.name << " v" << variant;
+    return;
+  }
+  // The wide kernel multiplies its dot products by 1/rms: logits within 1e-6 (vector norm) of
+  // the unfused path, the same experts wherever the unfused k-th and (k+1)-th logits are more than
+  // 1e-4 apart, and the weights within 1e-5.
+  const double el = testing::rel_err(fl, std::vector<double>(ul.begin(), ul.end()));
+  const auto wf = d.wts.download(), wu = wts.download();
+  const double ew = testing::rel_err(wf, std::vector<double>(wu.begin(), wu.end()));
+  const auto fi = d.ids.download(), ui = ids.download();
+  for (int b = 0; b < c.batch; ++b) {
+    std::vector<float> row(ul.begin() + static_cast<size_t>(b) * c.n_experts,
+                           ul.begin() + static_cast<size_t>(b + 1) * c.n_experts);
+    std::sort(row.begin(), row.end(), std::greater<float>());
+    if (c.k < c.n_experts && row[c.k - 1] - row[c.k] < 1e-4f) continue;
+    for (int j = 0; j < c.k; ++j)
+      EXPECT_EQ(fi[b * c.k + j], ui[b * c.k + j]) << c.name << " v" << variant << " row " << b;
+  }
+  std::printf("norm_router %-20s v%d vs unfused: logits rel %.3g, weights rel %.3g\n", c.name,
+              variant, el, ew);
+  EXPECT_LT(el, 1e-6) << c.name << " v" << variant;
+  EXPECT_LT(ew, 1e-5) << c.name << " v" << variant;
 }
 
-// The fused kernels perform the same fp32 operations as rmsnorm + gemv (+ topk): xn, logits, ids
-// and weights must be bit-identical to the unfused path (the CPU runner comparisons rely on it).
-TEST(NormRouter, BitIdenticalToUnfusedPath) {
+// The fused kernels against rmsnorm + gemv (+ topk): xn bit-identical; logits, weights and ids
+// bit-identical for the cluster-8 kernel (the same fp32 operations) and close for the wide one.
+TEST(NormRouter, MatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("norm_router bitwise"));
   for (const auto& c : kNormRouterCases) {
     for (int variant : kNormRouterVariants) {

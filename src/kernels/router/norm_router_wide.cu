@@ -8,11 +8,12 @@
 // Layout: grid (C, ceil(batch / BT)), cluster (C, 1, 1) with C = ceil(E / (8 * RPW)) <= 16,
 // 256 threads = 8 warps; warp w of cluster block `rank` owns experts (rank * 8 + w) * RPW + r.
 // Lane l holds the 16-byte chunks l, l + 32, ... (< kMaxChunks per lane) of its rows.
-// After the wait: every block computes the BT rows' 1/rms (block_inv_rms<BT, 8>, the rmsnorm
-// kernel's reduction order), forms the activations as (x * inv_rms) * gain (staged once in
-// shared memory for BT <= kStageBT, see stage_xn), writes its share of xn, and accumulates chunk
-// by chunk in the order of warp_gemv_bf16, then the same butterfly warp sum (+ bias):
-// bit-identical to rmsnorm + gemv_bf16w_f32a. Lane 0 stores
+// After the wait: every block sums the BT rows' squares (block_inv_rms<BT, 8>'s order), forms
+// the activations as x * gain (staged once in shared memory for BT <= kStageBT, see stage_xg),
+// writes its share of xn = (x * inv_rms) * gain (bit-identical to the rmsnorm kernel), and
+// accumulates chunk by chunk in the order of warp_gemv_bf16, then the same butterfly warp sum,
+// times inv_rms (+ bias): logits within ~1e-7 of rmsnorm + gemv_bf16w_f32a, the same for every
+// batch tile (session 13: the GEMV no longer waits for the 1/rms). Lane 0 stores
 // the logits into the leader block's shared memory (DSMEM); after cluster.sync() the leader runs
 // one warp of top-k per batch row (router/topk.cuh).
 #include <cooperative_groups.h>
@@ -37,15 +38,14 @@ static_assert(kThreads == router_detail::kBlockThreads, "cluster_epilogue.cuh bl
 constexpr int kMaxChunks = kWideMaxHidden / 8 / 32;    // 16-byte chunks per lane and row (12)
 constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per thread (3)
 
-// inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) with the fp32 operations of block_inv_rms<BT, 8>
-// (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256, ... in order, warp
-// butterfly, then warps 0..7 in order. Every load of a thread (all BT rows) is issued before the
-// first add: one L2 round trip; the generic loop batches only 4 / BT per thread.
-// v: the thread's float4 t + 256 m of each row, for the staging below.
+// The sums of squares behind inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps), with the fp32 operations
+// of block_inv_rms<BT, 8> (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256,
+// ... in order, warp butterfly into red[warp][b]; inv_from_red then adds warps 0..7 in order
+// (after a barrier). Every load of a thread (all BT rows) is issued before the first add: one L2
+// round trip. v: the thread's float4 t + 256 m of each row, for the staging below.
 template <int BT>
-__device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, int nb, float eps,
-                                                    float (&inv)[BT], float4 (&v)[BT][kMaxF4]) {
-  __shared__ float red[kWarps][BT];
+__device__ __forceinline__ void sum_sq_loads_first(const float* x, int hidden, int nb,
+                                                   float4 (&v)[BT][kMaxF4], float (*red)[BT]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
 #pragma unroll
   for (int b = 0; b < BT; ++b)
@@ -70,7 +70,11 @@ __device__ __forceinline__ void inv_rms_loads_first(const float* x, int hidden, 
     ss = warp_sum(ss);
     if (lane == 0) red[warp][b] = ss;
   }
-  __syncthreads();
+}
+
+template <int BT>
+__device__ __forceinline__ void inv_from_red(const float (*red)[BT], int hidden, float eps,
+                                             float (&inv)[BT]) {
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
     float t = 0.f;
@@ -113,11 +117,11 @@ __device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], 
     for (int b = 0; b < BT; ++b) acc[r][b] = warp_sum(acc[r][b]);
 }
 
-// Batch tiles of <= kStageBT rows: the normed activations are formed ONCE per block into shared
-// memory, each thread from the float4 of x it already holds from inv_rms_loads_first (float4
-// i = t + 256 m, chunk i / 2) with its gains loaded before the wait ((x * inv) * gain, the same
-// fp32 operations), the block's share of xn (chunks k % csize == rank) is stored from there, and
-// every warp's GEMV reads them back ([2][nch] float4 halves, conflict-free LDS.128). Session 9:
+// Batch tiles of <= kStageBT rows: the activations x * gain are formed ONCE per block into
+// shared memory, each thread from the float4 of x it already holds from sum_sq_loads_first
+// (float4 i = t + 256 m, chunk i / 2) with its gains loaded before the wait, and every warp's GEMV
+// reads them back ([2][nch] float4 halves, conflict-free LDS.128); 1/rms multiplies the dot
+// products (session 13: the staging no longer waits for the block's sum of squares). Session 9:
 // each of the 8 warps re-read x and re-scaled all of it (~2.6 us of the router's ~4.7; H100,
 // globaltimer probe, docs/decode-budget.md); session 12: a second pass over x by chunk (~1 us)
 // gave way to the registers. Larger tiles keep the per-warp path (the staged rows would not fit
@@ -125,24 +129,40 @@ __device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], 
 constexpr int kStageBT = 2, kHalf = kMaxChunks * 32;
 
 template <int BT>
-__device__ __forceinline__ void stage_xn(const NormRouterParams& p, const float4 (&v)[BT][kMaxF4],
-                                         const uint2 (&gq)[kMaxF4], const float (&inv)[BT], int b0,
-                                         int nb, int rank, int csize, float4 (*xs)[2][kHalf]) {
+__device__ __forceinline__ void stage_xg(const NormRouterParams& p, const float4 (&v)[BT][kMaxF4],
+                                         const uint2 (&gq)[kMaxF4], int nb,
+                                         float4 (*xs)[2][kHalf]) {
   const int n4 = p.hidden / 4;
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
     if (b >= nb) continue;
 #pragma unroll
     for (int m = 0; m < kMaxF4; ++m) {
-      const int i = threadIdx.x + m * kThreads, k = i >> 1;
-      if (i >= n4) continue;
-      const float4 y = scale4_bf16(v[b][m], inv[b], gq[m]);
-      xs[b][i & 1][k] = y;
-      if (p.xn && k % csize == rank)
-        reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] = y;
+      const int i = threadIdx.x + m * kThreads;
+      if (i < n4) xs[b][i & 1][i >> 1] = scale4_bf16(v[b][m], 1.f, gq[m]);  // x * 1 is exact
     }
   }
-  __syncthreads();
+}
+
+// This block's share of xn = (x * inv) * gain (chunks k % csize == rank), the rmsnorm kernel's
+// fp32 operations, from the registers of sum_sq_loads_first.
+template <int BT>
+__device__ __forceinline__ void store_xn_share(const NormRouterParams& p,
+                                               const float4 (&v)[BT][kMaxF4],
+                                               const uint2 (&gq)[kMaxF4], const float (&inv)[BT],
+                                               int b0, int nb, int rank, int csize) {
+  const int n4 = p.hidden / 4;
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    if (b >= nb) continue;
+#pragma unroll
+    for (int m = 0; m < kMaxF4; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      if (i < n4 && (i >> 1) % csize == rank)
+        reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] =
+            scale4_bf16(v[b][m], inv[b], gq[m]);
+    }
+  }
 }
 
 template <int BT, int RPW>
@@ -193,13 +213,15 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   pdl_wait();  // x comes from the previous kernel (O-projection + residual)
   pdl_trigger();
   const float* x = p.x + static_cast<size_t>(b0) * p.hidden;
+  __shared__ float red[kWarps][BT];
   float inv[BT];
   float4 v[BT][kMaxF4];
-  inv_rms_loads_first<BT>(x, p.hidden, nb, p.eps, inv, v);
+  sum_sq_loads_first<BT>(x, p.hidden, nb, v, red);
   float acc[RPW][BT];
   if constexpr (kStaged) {
     __shared__ float4 xs[BT][2][kHalf];
-    stage_xn<BT>(p, v, gq, inv, b0, nb, rank, csize, xs);
+    stage_xg<BT>(p, v, gq, nb, xs);
+    __syncthreads();
     gemv_chunks<BT, RPW>(
         wr, p.hidden, nb,
         [&](int, int k, int b, float4& x0, float4& x1) {
@@ -207,18 +229,27 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
           x1 = xs[b][1][k];
         },
         acc);
+    // After the GEMV (gate_up reads xn only after this kernel completes): 1/rms, xn share.
+    inv_from_red<BT>(red, p.hidden, p.eps, inv);
+    if (p.xn) store_xn_share<BT>(p, v, gq, inv, b0, nb, rank, csize);
   } else {
-    if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
     gemv_chunks<BT, RPW>(
         wr, p.hidden, nb,
         [&](int j, int k, int b, float4& x0, float4& x1) {
           const float4* xp = reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * p.hidden);
           x0 = __ldg(xp + 2 * k);
           x1 = __ldg(xp + 2 * k + 1);
-          scale8_bf16(x0, x1, inv[b], gr[j]);
+          scale8_bf16(x0, x1, 1.f, gr[j]);  // x * g; 1/rms multiplies the dot products below
         },
         acc);
+    __syncthreads();  // red complete
+    inv_from_red<BT>(red, p.hidden, p.eps, inv);
+    if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
   }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[r][b] *= inv[b];  // logit - bias = inv * dot(w, x * g)
   cluster_logits_topk<BT, RPW>(p, cluster, logit_s, acc, bias, e0, p.n_experts - e0, b0, nb);
 }
 
