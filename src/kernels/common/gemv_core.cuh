@@ -88,6 +88,39 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
     for (int k = lane; k < nsec; k += 32) prefetch_l2(w_rows[r] + 16 * k);
 }
 
+// 1 / rms from the per-warp sums of squares red[0..WARPS) (stride `stride` floats), summed in
+// warp order.
+template <int WARPS>
+__device__ __forceinline__ float inv_rms_from_warps(const float* red, int stride, int hidden,
+                                                    float eps) {
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) t += red[w * stride];
+  return rsqrtf(t / static_cast<float>(hidden) + eps);
+}
+
+// The block's end of an RMSNorm prologue: each thread's sums of squares ss[b] -> warp butterfly
+// -> warps 0..WARPS-1 in order -> inv[b]. BAR = 0: __syncthreads() (every thread of the block
+// calls it); BAR > 0: the named barrier BAR over WARPS x 32 threads (only those call it).
+template <int BT, int WARPS, int BAR = 0>
+__device__ __forceinline__ void block_ss_to_inv(float (&ss)[BT], int hidden, float eps,
+                                                float (&inv)[BT]) {
+  __shared__ float red[WARPS][BT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    ss[b] = warp_sum(ss[b]);
+    if (lane == 0) red[warp][b] = ss[b];
+  }
+  if constexpr (BAR == 0) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(WARPS * 32) : "memory");
+  }
+#pragma unroll
+  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<WARPS>(&red[0][b], BT, hidden, eps);
+}
+
 // RMSNorm prologue: inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) for the nb <= BT rows of x
 // ([nb, hidden] f32, hidden % 4 == 0), over warps 0..WARPS-1 of the block. Thread t sums float4
 // t, t + 32 WARPS, ... in that order; the loads of up to kPer of them are issued before their
@@ -99,8 +132,7 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
 template <int BT, int WARPS, int BAR = 0>
 __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb, float eps,
                                               float (&inv)[BT]) {
-  __shared__ float red[WARPS][BT];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
+  const int n4 = hidden / 4;
   float ss[BT];
 #pragma unroll
   for (int b = 0; b < BT; ++b) ss[b] = 0.f;
@@ -129,23 +161,7 @@ __device__ __forceinline__ void block_inv_rms(const float* x, int hidden, int nb
       }
     }
   }
-#pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    ss[b] = warp_sum(ss[b]);
-    if (lane == 0) red[warp][b] = ss[b];
-  }
-  if constexpr (BAR == 0) {
-    __syncthreads();
-  } else {
-    asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(WARPS * 32) : "memory");
-  }
-#pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) t += red[w][b];
-    inv[b] = rsqrtf(t / static_cast<float>(hidden) + eps);
-  }
+  block_ss_to_inv<BT, WARPS, BAR>(ss, hidden, eps, inv);
 }
 
 // Orderable 64-bit argmax key: larger value wins, ties go to the lower index. 0 is below every
@@ -166,25 +182,13 @@ __device__ __forceinline__ void add_sum_sq8(float& ss, const float4& a, const fl
   ss += b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
 }
 
-// 1 / rms from the per-warp sums of squares red[0..WARPS) (stride `stride` floats), summed in
-// warp order.
-template <int WARPS>
-__device__ __forceinline__ float inv_rms_from_warps(const float* red, int stride, int hidden,
-                                                    float eps) {
-  float t = 0.f;
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) t += red[w * stride];
-  return rsqrtf(t / static_cast<float>(hidden) + eps);
-}
-
 // block_inv_rms in chunk order: thread t sums the 8-float chunks t, t + 32 WARPS, ... of each
 // of the nb <= BT rows (add_sum_sq8), then the warp butterfly and the warps in order (hidden %
 // 8 == 0; every thread of the block calls it: __syncthreads()).
 template <int BT, int WARPS>
 __device__ __forceinline__ void block_inv_rms_chunks(const float* x, int hidden, int nb, float eps,
                                                      float (&inv)[BT]) {
-  __shared__ float red[WARPS][BT];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = hidden / 8;
+  const int nch = hidden / 8;
   float ss[BT];
 #pragma unroll
   for (int b = 0; b < BT; ++b) ss[b] = 0.f;
@@ -201,14 +205,7 @@ __device__ __forceinline__ void block_inv_rms_chunks(const float* x, int hidden,
     for (int b = 0; b < BT; ++b)
       if (b < nb) add_sum_sq8(ss[b], v[b][0], v[b][1]);
   }
-#pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    ss[b] = warp_sum(ss[b]);
-    if (lane == 0) red[warp][b] = ss[b];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<WARPS>(&red[0][b], BT, hidden, eps);
+  block_ss_to_inv<BT, WARPS>(ss, hidden, eps, inv);
 }
 
 }  // namespace gossamer::kern

@@ -76,11 +76,22 @@ template <int BT>
 __device__ __forceinline__ void inv_from_red(const float (*red)[BT], int hidden, float eps,
                                              float (&inv)[BT]) {
 #pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    float t = 0.f;
+  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<kWarps>(&red[0][b], BT, hidden, eps);
+}
+
+// f(b, m, i) for every float4 i = t + 256 m < hidden / 4 of the nb <= BT rows that this thread
+// holds (v[b][m] of sum_sq_loads_first).
+template <int BT, class F>
+__device__ __forceinline__ void for_held_f4(int hidden, int nb, F f) {
+  const int n4 = hidden / 4;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) t += red[w][b];
-    inv[b] = rsqrtf(t / static_cast<float>(hidden) + eps);
+  for (int b = 0; b < BT; ++b) {
+    if (b >= nb) continue;
+#pragma unroll
+    for (int m = 0; m < kMaxF4; ++m) {
+      const int i = threadIdx.x + m * kThreads;
+      if (i < n4) f(b, m, i);
+    }
   }
 }
 
@@ -129,19 +140,11 @@ __device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], 
 constexpr int kStageBT = 2, kHalf = kMaxChunks * 32;
 
 template <int BT>
-__device__ __forceinline__ void stage_xg(const NormRouterParams& p, const float4 (&v)[BT][kMaxF4],
-                                         const uint2 (&gq)[kMaxF4], int nb,
-                                         float4 (*xs)[2][kHalf]) {
-  const int n4 = p.hidden / 4;
-#pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    if (b >= nb) continue;
-#pragma unroll
-    for (int m = 0; m < kMaxF4; ++m) {
-      const int i = threadIdx.x + m * kThreads;
-      if (i < n4) xs[b][i & 1][i >> 1] = scale4_bf16(v[b][m], 1.f, gq[m]);  // x * 1 is exact
-    }
-  }
+__device__ __forceinline__ void stage_xg(const float4 (&v)[BT][kMaxF4], const uint2 (&gq)[kMaxF4],
+                                         int hidden, int nb, float4 (*xs)[2][kHalf]) {
+  for_held_f4<BT>(hidden, nb, [&](int b, int m, int i) {
+    xs[b][i & 1][i >> 1] = scale4_bf16(v[b][m], 1.f, gq[m]);  // x * 1 is exact
+  });
 }
 
 // This block's share of xn = (x * inv) * gain (chunks k % csize == rank), the rmsnorm kernel's
@@ -151,18 +154,11 @@ __device__ __forceinline__ void store_xn_share(const NormRouterParams& p,
                                                const float4 (&v)[BT][kMaxF4],
                                                const uint2 (&gq)[kMaxF4], const float (&inv)[BT],
                                                int b0, int nb, int rank, int csize) {
-  const int n4 = p.hidden / 4;
-#pragma unroll
-  for (int b = 0; b < BT; ++b) {
-    if (b >= nb) continue;
-#pragma unroll
-    for (int m = 0; m < kMaxF4; ++m) {
-      const int i = threadIdx.x + m * kThreads;
-      if (i < n4 && (i >> 1) % csize == rank)
-        reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] =
-            scale4_bf16(v[b][m], inv[b], gq[m]);
-    }
-  }
+  for_held_f4<BT>(p.hidden, nb, [&](int b, int m, int i) {
+    if ((i >> 1) % csize == rank)
+      reinterpret_cast<float4*>(p.xn + static_cast<size_t>(b0 + b) * p.hidden)[i] =
+          scale4_bf16(v[b][m], inv[b], gq[m]);
+  });
 }
 
 template <int BT, int RPW>
@@ -220,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
   float acc[RPW][BT];
   if constexpr (kStaged) {
     __shared__ float4 xs[BT][2][kHalf];
-    stage_xg<BT>(p, v, gq, nb, xs);
+    stage_xg<BT>(v, gq, p.hidden, nb, xs);
     __syncthreads();
     gemv_chunks<BT, RPW>(
         wr, p.hidden, nb,
