@@ -95,12 +95,10 @@ __device__ __forceinline__ void for_held_f4(int hidden, int nb, F f) {
   }
 }
 
-// This block's 1/C of the normed rows xn = (x * inv) * gain (float4 chunks rank * 256 + t,
-// + C * 256, ...), the rmsnorm kernel's operations.
 // GEMV in the order of warp_gemv_bf16<BT, RPW, true>: chunk k = lane + 32 j ascending, per row
-// b: acc += dot8(act(j, k, b), w), where act gives the 8 normed activations (x * inv) * gain of
-// chunk k of row b; then the butterfly warp sum (every lane has the totals). wr: this lane's
-// weight chunks (registers). One loop for both activation sources keeps them bit-identical.
+// b: acc += dot8(act(j, k, b), w), where act gives the 8 activations x * gain of chunk k of row
+// b; then the butterfly warp sum (every lane has the totals). wr: this lane's weight chunks
+// (registers). One loop for both activation sources keeps them bit-identical.
 template <int BT, int RPW, class Act>
 __device__ __forceinline__ void gemv_chunks(const uint4 (&wr)[RPW][kMaxChunks], int hidden, int nb,
                                             Act act, float (&acc)[RPW][BT]) {

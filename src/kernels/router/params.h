@@ -37,7 +37,8 @@ void topk_softmax_ref(const std::vector<float>& logits, int batch, int n_experts
 //   norm_router_topk_wide (default for hidden <= 3072): one router row per warp, the warp's
 //     weights loaded into registers before pdl_wait(), clusters of ceil(E / 8) <= 16 blocks;
 //   norm_router_topk (cluster of 8 blocks, 2 rows per warp, weights read after the wait).
-// Both are bit-identical to rmsnorm + gemv_bf16w_f32a (+ topk_softmax_f32).
+// norm_router_topk is bit-identical to rmsnorm + gemv_bf16w_f32a (+ topk_softmax_f32); the wide
+// kernel applies 1/rms to its dot products (logits within ~2e-7, xn bit-identical).
 struct NormRouterParams {
   const float* x = nullptr;          // [batch, hidden] f32 residual stream (not normed)
   const uint16_t* norm_w = nullptr;  // [hidden] bf16 RMSNorm gain
