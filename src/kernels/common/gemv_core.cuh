@@ -88,37 +88,44 @@ __device__ __forceinline__ void warp_prefetch_rows(const uint16_t* const (&w_row
     for (int k = lane; k < nsec; k += 32) prefetch_l2(w_rows[r] + 16 * k);
 }
 
-// 1 / rms from the per-warp sums of squares red[0..WARPS) (stride `stride` floats), summed in
-// warp order.
-template <int WARPS>
-__device__ __forceinline__ float inv_rms_from_warps(const float* red, int stride, int hidden,
-                                                    float eps) {
-  float t = 0.f;
-#pragma unroll
-  for (int w = 0; w < WARPS; ++w) t += red[w * stride];
-  return rsqrtf(t / static_cast<float>(hidden) + eps);
-}
-
-// The block's end of an RMSNorm prologue: each thread's sums of squares ss[b] -> warp butterfly
-// -> warps 0..WARPS-1 in order -> inv[b]. BAR = 0: __syncthreads() (every thread of the block
-// calls it); BAR > 0: the named barrier BAR over WARPS x 32 threads (only those call it).
-template <int BT, int WARPS, int BAR = 0>
-__device__ __forceinline__ void block_ss_to_inv(float (&ss)[BT], int hidden, float eps,
-                                                float (&inv)[BT]) {
-  __shared__ float red[WARPS][BT];
+// The two halves of an RMSNorm prologue's block reduction, around a barrier that the caller may
+// share with other work: warp_ss_to_red puts each warp's butterfly sum of its threads' ss[b] into
+// red[warp][b] (lane 0 stores); after the barrier, inv_from_red adds warps 0..WARPS-1 in order:
+// inv[b] = 1 / sqrt(sum / hidden + eps).
+template <int BT>
+__device__ __forceinline__ void warp_ss_to_red(float (&ss)[BT], float (*red)[BT]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
     ss[b] = warp_sum(ss[b]);
     if (lane == 0) red[warp][b] = ss[b];
   }
+}
+template <int BT, int WARPS>
+__device__ __forceinline__ void inv_from_red(const float (*red)[BT], int hidden, float eps,
+                                             float (&inv)[BT]) {
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += red[w][b];
+    inv[b] = rsqrtf(t / static_cast<float>(hidden) + eps);
+  }
+}
+
+// Both halves with the barrier: BAR = 0: __syncthreads() (every thread of the block calls it);
+// BAR > 0: the named barrier BAR over WARPS x 32 threads (only those call it).
+template <int BT, int WARPS, int BAR = 0>
+__device__ __forceinline__ void block_ss_to_inv(float (&ss)[BT], int hidden, float eps,
+                                                float (&inv)[BT]) {
+  __shared__ float red[WARPS][BT];
+  warp_ss_to_red<BT>(ss, red);
   if constexpr (BAR == 0) {
     __syncthreads();
   } else {
     asm volatile("bar.sync %0, %1;" ::"n"(BAR), "n"(WARPS * 32) : "memory");
   }
-#pragma unroll
-  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<WARPS>(&red[0][b], BT, hidden, eps);
+  inv_from_red<BT, WARPS>(red, hidden, eps, inv);
 }
 
 // RMSNorm prologue: inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps) for the nb <= BT rows of x

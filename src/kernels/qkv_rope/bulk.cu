@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
           : QkvPairPrep{};
   pdl_wait();  // x comes from the previous kernel
   pdl_trigger();
-  __shared__ float ss_warp[kConsumers];  // NORM: each consumer warp's sum of squares of x
-  float ss = 0.f;
+  __shared__ float ss_warp[kConsumers][1];  // NORM: each consumer warp's sum of squares of x
+  float ss[1] = {0.f};
 #pragma unroll
   for (int m = 0; m < kMaxG; ++m) {
     const int k = threadIdx.x + m * kConsumers * 32;
@@ -87,25 +87,23 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
     const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
     float4 a = __ldg(src), b = __ldg(src + 1);
     if constexpr (NORM) {
-      add_sum_sq8(ss, a, b);
+      add_sum_sq8(ss[0], a, b);
       scale8_bf16(a, b, 1.f, g[m]);  // x * g (x * 1 is exact)
     }
     xs[k] = a;
     xs[nch + k] = b;
   }
-  if constexpr (NORM) {
-    ss = warp_sum(ss);
-    if (lane == 0) ss_warp[warp] = ss;
-  }
+  if constexpr (NORM) warp_ss_to_red<1>(ss, ss_warp);
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   bulk_gemv::ring_consume<kConsumers>(ring, 2 * pairs, xs, nch, warp,
                                       [&](int j, float dot) { res[j] = dot; });
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   // 1 / rms of x: the order of block_inv_rms_chunks (qkv_rope_bf16w_f32a's), warps in order.
-  const float inv = NORM ? inv_rms_from_warps<kConsumers>(ss_warp, 1, p.hidden, p.eps) : 1.f;
+  float inv[1] = {1.f};
+  if constexpr (NORM) inv_from_red<1, kConsumers>(ss_warp, p.hidden, p.eps, inv);
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
     const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
-    qkv_store_pair(p, unit, i, res[2 * t] * inv, res[2 * t + 1] * inv,
+    qkv_store_pair(p, unit, i, res[2 * t] * inv[0], res[2 * t + 1] * inv[0],
                    t == static_cast<int>(threadIdx.x) ? prep : qkv_prep_pair(p, 0, unit, i));
   }
 }

@@ -40,13 +40,13 @@ constexpr int kMaxF4 = kWideMaxHidden / 4 / kThreads;  // float4 of a row per th
 
 // The sums of squares behind inv[b] = 1 / sqrt(mean(x[b, :]^2) + eps), with the fp32 operations
 // of block_inv_rms<BT, 8> (gemv_core.cuh) and the rmsnorm kernel: thread t sums float4 t, t + 256,
-// ... in order, warp butterfly into red[warp][b]; inv_from_red then adds warps 0..7 in order
-// (after a barrier). Every load of a thread (all BT rows) is issued before the first add: one L2
-// round trip. v: the thread's float4 t + 256 m of each row, for the staging below.
+// ... in order, warp butterfly into red[warp][b] (warp_ss_to_red); inv_from_red then adds warps
+// 0..7 in order (after a barrier). Every load of a thread (all BT rows) is issued before the first
+// add: one L2 round trip. v: the thread's float4 t + 256 m of each row, for the staging below.
 template <int BT>
 __device__ __forceinline__ void sum_sq_loads_first(const float* x, int hidden, int nb,
                                                    float4 (&v)[BT][kMaxF4], float (*red)[BT]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n4 = hidden / 4;
+  const int n4 = hidden / 4;
 #pragma unroll
   for (int b = 0; b < BT; ++b)
 #pragma unroll
@@ -57,26 +57,19 @@ __device__ __forceinline__ void sum_sq_loads_first(const float* x, int hidden, i
               ? __ldg(reinterpret_cast<const float4*>(x + static_cast<size_t>(b) * hidden) + i)
               : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  float ss[BT];
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
-    float ss = 0.f;
+    ss[b] = 0.f;
 #pragma unroll
     for (int m = 0; m < kMaxF4; ++m) {
       if (threadIdx.x + m * kThreads < n4) {
         const float4 q = v[b][m];
-        ss += q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
+        ss[b] += q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w;
       }
     }
-    ss = warp_sum(ss);
-    if (lane == 0) red[warp][b] = ss;
   }
-}
-
-template <int BT>
-__device__ __forceinline__ void inv_from_red(const float (*red)[BT], int hidden, float eps,
-                                             float (&inv)[BT]) {
-#pragma unroll
-  for (int b = 0; b < BT; ++b) inv[b] = inv_rms_from_warps<kWarps>(&red[0][b], BT, hidden, eps);
+  warp_ss_to_red<BT>(ss, red);
 }
 
 // f(b, m, i) for every float4 i = t + 256 m < hidden / 4 of the nb <= BT rows that this thread
@@ -224,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
         },
         acc);
     // After the GEMV (gate_up reads xn only after this kernel completes): 1/rms, xn share.
-    inv_from_red<BT>(red, p.hidden, p.eps, inv);
+    inv_from_red<BT, kWarps>(red, p.hidden, p.eps, inv);
     if (p.xn) store_xn_share<BT>(p, v, gq, inv, b0, nb, rank, csize);
   } else {
     gemv_chunks<BT, RPW>(
@@ -237,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
         },
         acc);
     __syncthreads();  // red complete
-    inv_from_red<BT>(red, p.hidden, p.eps, inv);
+    inv_from_red<BT, kWarps>(red, p.hidden, p.eps, inv);
     if (p.xn) write_xn_slice<BT>(p, x, b0, nb, inv, rank, csize);
   }
 #pragma unroll
