@@ -14,8 +14,9 @@
 //    shared memory and the first warp writes act. Splitting K halves the decode latency of a
 //    unit (~2.5 us for one warp on the H100), which is the tail of the kernel and delays the
 //    refill of a stage (docs/moe-decode.md session 8).
-//  - down: unit = row group of the output (8 hidden rows); a team of k warps (member j = routed
-//    slot j) computes the k dot products of the same 8 rows; after a team barrier member 0 adds
+//  - down: unit = row group of the output (8 hidden rows); a team of 2k warps (members 2j, 2j + 1
+//    = routed slot j, each half of the MX blocks: kDnShare, session 14) computes the k dot
+//    products of the same 8 rows; after a team barrier member 0 adds the halves and
 //    sum_j w_j (dot_j + bias_j) to the residual in a fixed order (deterministic, no atomics).
 // Ring: kSpw stages per consumer warp (down: stage w kSpw + n % kSpw for the warp's n-th unit;
 // gate_up: the pair's n-th unit in stage 2m + n % 2); one producer thread (last warp) issues
@@ -47,9 +48,10 @@ using namespace moe_bulk;  // NOLINT
 // test name kernels by base name); their templates are (consumer warps, stages per warp).
 constexpr int kConsumerBar = 15;  // named barrier of all consumer warps
 constexpr int kGuShare = 2;       // gate_up warps per unit (split K), session 8
-// First MX block of part h of nb blocks split kGuShare ways (a multiple of 4, or nb).
-__device__ __forceinline__ int part_begin(int nb, int h) {
-  return h >= kGuShare ? nb : (nb * h / kGuShare) & ~3;
+constexpr int kDnShare = 2;       // down warps per (unit, routed slot) (split K), session 14
+// First MX block of part h of nb blocks split `ways` ways (a multiple of 4, or nb).
+__device__ __forceinline__ int part_begin(int nb, int h, int ways = kGuShare) {
+  return h >= ways ? nb : (nb * h / ways) & ~3;
 }
 // Decode batches only (tested 1..64): a block streams the routed weights of one batch row, so
 // prefill-sized batches (the moe_prefill fallback runs these kernels on 2048 rows) would stream
@@ -88,21 +90,6 @@ __device__ __forceinline__ void issue_group(const uint8_t* blocks, const uint8_t
   bulk_g2s(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full);
 }
 
-// Problem view shared by both kernels (device side).
-struct Job {
-  const uint8_t* blocks;  // [E, rows, nb, 16]
-  const uint8_t* scales;  // [E, rows, nb]
-  const int32_t* ids;     // [batch, k]
-  int k, n_experts, rows_per_expert, groups_per_slot;
-  bool down;
-  // First weight row of unit u (in this block's batch row b), member j.
-  __device__ __forceinline__ size_t row0(int b, int u, int j) const {
-    const int slot = down ? j : u / groups_per_slot, group = down ? u : u % groups_per_slot;
-    const int e = min(max(ids[b * k + slot], 0), n_experts - 1);  // ids come from top-k (valid)
-    return static_cast<size_t>(e) * rows_per_expert + static_cast<size_t>(group) * 8;
-  }
-};
-
 // Units of consumer warp w (team m = w / team: local units m, m + teams, ...).
 __device__ __forceinline__ int warp_units(const Layout& L, int w, int n_local, int warps) {
   const int teams = warps / L.team, m = w / L.team;
@@ -110,19 +97,21 @@ __device__ __forceinline__ int warp_units(const Layout& L, int w, int n_local, i
   return (n_local - m + teams - 1) / teams;
 }
 
-// Producer (one thread): every unit of every consumer warp in the order (n, w).
-template <int kWarps, int kSpw>
+// Producer (one thread): every unit of every group of kShare consumer warps (the warps that
+// share a stage: warps kShare g .. kShare g + kShare - 1, member (w % team) / kShare of their
+// team) in the order (n, g); group g's n-th unit goes to stage g kSpw + n % kSpw.
+template <int kWarps, int kSpw, int kShare>
 __device__ void produce(const Job& J, const Layout& L, int b, int u0, int n_local, uint8_t* smem,
                         uint64_t* full, uint64_t* empty) {
   const int teams = kWarps / L.team;
   const int n_max = warp_units(L, 0, n_local, kWarps);
   const uint64_t policy = L.evict_first ? evict_first_policy() : 0;
   for (int n = 0; n < n_max; ++n) {
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < kWarps; w += kShare) {
       if (n >= warp_units(L, w, n_local, kWarps)) continue;
-      const int s = w * kSpw + n % kSpw, use = n / kSpw;
+      const int s = w / kShare * kSpw + n % kSpw, use = n / kSpw;
       if (use > 0) mbar_wait(empty + s, (use - 1) & 1);
-      const size_t row0 = J.row0(b, u0 + w / L.team + teams * n, w % L.team);
+      const size_t row0 = J.row0(b, u0 + w / L.team + teams * n, w % L.team / kShare);
       issue_group(J.blocks, J.scales, row0, L, smem + static_cast<size_t>(s) * L.sb, full + s,
                   policy);
     }
@@ -254,10 +243,10 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   const int2 range = unit_range(L);
   const int u0 = range.x, n_local = range.y;
   const Job J{p.blocks, p.scales, p.ids, p.k, p.n_experts, p.hidden, 0, true};
-  init_barriers<kWarps>(L, full, empty);
+  init_barriers<kWarps>(L, full, empty, kDnShare);
   if (warp == kWarps) {
     // ids / weights are final before pdl_wait (params.h): the weight copies start at once.
-    if (lane == 0) produce<kWarps, kSpw>(J, L, b, u0, n_local, smem, full, empty);
+    if (lane == 0) produce<kWarps, kSpw, kDnShare>(J, L, b, u0, n_local, smem, full, empty);
     pdl_wait();
     pdl_trigger();
     return;
@@ -286,23 +275,32 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     resid_s[i] = p.resid[static_cast<size_t>(b) * p.hidden + u0 * 8 + i];
   if (nb8 > 0 && t < p.k) w_s[t] = wv;
   named_sync(kConsumerBar, kWarps * 32);
-  auto* part = reinterpret_cast<float*>(smem + L.part_off);  // [2][teams][k][8]
+  // Team m (L.team = k kDnShare warps) shares each unit: member mi = kDnShare j + h decodes the
+  // MX blocks [part_begin(h), part_begin(h + 1)) of slot j's rows; the parts meet in `part`
+  // [2 rounds][teams][team][8 dots + bad flag] and member 0 sums them (down_team_sum_parts).
+  auto* part = reinterpret_cast<float*>(smem + L.part_off);
   const int su = split_units(p.k, L.nb), n_units = warp_units(L, warp, n_local, kWarps);
-  const int teams = kWarps / p.k, m = warp / p.k, j = warp % p.k;
+  const int teams = kWarps / L.team, m = warp / L.team, mi = warp % L.team;
+  const int j = mi / kDnShare, h = mi % kDnShare;
   const uint4* xv = xs + j * pad4(L.nb) * 4;
   for (int n = 0; n < n_units; ++n) {
-    const int s = warp * kSpw + n % kSpw, u = u0 + m + teams * n;
+    const int s = warp / kDnShare * kSpw + n % kSpw, u = u0 + m + teams * n;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kSpw) & 1);
     const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
-    run_group(st, st + L.wbytes, xv, su, L.nb, lane, acc, bad);
+    run_group(st, st + L.wbytes, xv, su, L.nb, lane, acc, bad, part_begin(L.nb, h, kDnShare),
+              part_begin(L.nb, h + 1, kDnShare));
     mbar_arrive(empty + s);
-    const float2 v = finish_rows(acc, bad, p.blocks, p.scales, J.row0(b, u, j), L.nb,
-                                 act + static_cast<size_t>(j) * p.inter, lane);
-    float* pt = part + ((n & 1) * teams + m) * p.k * 8;  // double-buffered by round
+    const float2 v = split_rows(acc, lane);
+    const bool any_bad = __any_sync(0xffffffffu, bad);
+    float* pt = part + ((n & 1) * teams + m) * L.team * 9;  // double-buffered by round
+    if (lane < 4) pt[mi * 9 + 2 * lane] = v.x, pt[mi * 9 + 2 * lane + 1] = v.y;
+    if (lane == 0) pt[mi * 9 + 8] = any_bad ? 1.f : 0.f;
+    named_sync(1 + m, L.team * 32);
+    if (mi != 0) continue;
     const DownStaged st_u{bias_s + (u - u0) * p.k * 8, resid_s + (u - u0) * 8, w_s};
-    down_team_sum(p, pt, v, b, u, j, lane, 1 + m, nb8 > 0 ? &st_u : nullptr);
+    down_team_sum_parts<kDnShare>(p, J, pt, b, u, act, L.nb, lane, nb8 > 0 ? &st_u : nullptr);
   }
 }
 
@@ -310,14 +308,15 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
 // in teams of `team`; an Unsupported status when the shapes / pointers do not suit the kernels.
 // rows_floats: floats of the per-unit staging area for max_local units.
 Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
-                           const void* blocks, const void* scales, int max_local, int rows_floats) {
+                           const void* blocks, const void* scales, int max_local, int rows_floats,
+                           int share) {
   if (batch > kMaxBulkBatch || nb % 2 != 0 || team > warps || !moe_pipe::aligned(blocks, 16) ||
       !moe_pipe::aligned(scales, 16)) {
     return moe_pipe::NoPipe();  // 8 nb scale bytes must be a multiple of 16
   }
   auto up128 = [](long long v) { return (v + 127) & ~127ll; };
   const long long wbytes = 8ll * nb * 16, sb = up128(wbytes + 8ll * nb);
-  const long long ns = static_cast<long long>(warps) * spw, act_off = ns * sb;
+  const long long ns = static_cast<long long>(warps) / share * spw, act_off = ns * sb;
   const long long part_off = act_off + up128(stage_bytes(nv, nb));
   const long long rows_off = part_off + up128(2ll * warps * 9 * 4);
   const long long bar_off = rows_off + up128(4ll * rows_floats);
@@ -340,11 +339,11 @@ Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int te
 }
 
 // Pipe 6: gate_up 16 consumer warps x 1 stage (a warp pair shares its two stages' units), down
-// 12 x 1 (teams of k).
+// 24 x 1 (teams of 2k: two warps per routed slot share its stage, session 14).
 struct Config {
   int gu_warps, gu_spw, dn_warps, dn_spw;
 };
-constexpr Config kPipe6{16, 1, 12, 1};
+constexpr Config kPipe6{16, 1, 24, 1};
 
 // Units per block at most (the grid of launch_streaming: blocks_per_row).
 Result<int> max_local_units(int batch, int units) {
@@ -356,11 +355,13 @@ Result<int> max_local_units(int batch, int units) {
 // that does not fit (large batches: many units per block; the epilogues then read global memory).
 template <class RowsFloats>
 Result<Layout> staged_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
-                             const void* blocks, const void* scales, RowsFloats rows_floats) {
+                             const void* blocks, const void* scales, RowsFloats rows_floats,
+                             int share = 1) {
   GS_ASSIGN_OR_RETURN(const int ml, max_local_units(batch, units));
-  auto L = bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, ml, rows_floats(ml));
+  auto L = bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, ml, rows_floats(ml),
+                       share);
   if (L.ok()) return L;
-  return bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, 0, 0);
+  return bulk_layout(batch, nb, nv, warps, spw, team, units, blocks, scales, 0, 0, share);
 }
 
 Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
@@ -371,8 +372,9 @@ Result<Layout> gate_up_layout(const MoeGateUpParams& p) {
 Result<Layout> down_layout(const MoeDownParams& p) {
   const Config c = kPipe6;
   // bias [ml][k][8], residual [ml][8], routing weights [k]
-  return staged_layout(p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k, p.hidden / 8,
-                       p.blocks, p.scales, [&](int ml) { return ml * p.k * 8 + ml * 8 + p.k; });
+  return staged_layout(
+      p.batch, p.inter / 32, p.k, c.dn_warps, c.dn_spw, p.k * kDnShare, p.hidden / 8, p.blocks,
+      p.scales, [&](int ml) { return ml * p.k * 8 + ml * 8 + p.k; }, kDnShare);
 }
 
 }  // namespace

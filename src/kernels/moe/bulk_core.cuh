@@ -1,6 +1,6 @@
-// Shared-memory row-group decode of the streaming MoE kernels (bulk.cu: pipes 6 / 7, stream.cu:
-// pipe 8): the tensor-core dot products of one 8-row group staged in shared memory, and the
-// final reduction with the exact fp32 fallback. Internal to src/kernels/moe.
+// Shared-memory row-group decode of the streaming MoE kernels (bulk.cu, pipe 6): the tensor-core
+// dot products of one 8-row group staged in shared memory, the exact fp32 fallback, the problem
+// view (Job) and down's team epilogue. Internal to src/kernels/moe.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -77,44 +77,67 @@ __device__ __forceinline__ float2 exact_rows(const uint8_t* blocks, const uint8_
   return make_float2(__shfl_sync(0xffffffffu, f, 8 * t), __shfl_sync(0xffffffffu, f, 8 * t + 4));
 }
 
-// Final dots of the warp's 8 rows on lanes 0..3 (rows 2t, 2t+1): split_rows, or exact_rows when
-// a scale byte was outside the fast range.
-__device__ __forceinline__ float2 finish_rows(const float (&acc)[4], uint32_t bad,
-                                              const uint8_t* blocks, const uint8_t* scales,
-                                              size_t row0, int nb, const float* xf, int lane) {
-  const float2 r = split_rows(acc, lane);
-  if (__any_sync(0xffffffffu, bad)) return exact_rows(blocks, scales, row0, nb, xf, lane);
-  return r;
-}
-
-// moe_down epilogue of row group u for token b: the warp of slot j puts its 8 finished dots (v
-// from finish_rows: lanes 0..3 hold rows 2 lane, 2 lane + 1) into the team's buffer `pt` [k][8];
-// after the team's named barrier `bar` (k warps), slot 0's lanes 0..7 add
-// sum_j w_j (dot_j + bias_j[row]) to the residual in slot order: deterministic, no atomics.
-// staged: the unit's inputs as the kernel put them in shared memory before the GEMV (bias_u
-// [k][8]: bias_j of the unit's rows, resid_u [8]: its residual rows, w [k]: routing weights);
-// null: read from global memory.
+// The inputs of one down unit as the kernel put them in shared memory before the GEMV (bias_u
+// [k][8]: bias_j of the unit's rows, resid_u [8]: its residual rows, w [k]: routing weights).
 struct DownStaged {
   const float *bias_u, *resid_u, *w;
 };
-__device__ __forceinline__ void down_team_sum(const MoeDownParams& p, float* pt, float2 v, int b,
-                                              int u, int j, int lane, int bar,
-                                              const DownStaged* staged) {
-  if (lane < 4) pt[j * 8 + 2 * lane] = v.x, pt[j * 8 + 2 * lane + 1] = v.y;
-  named_sync(bar, p.k * 32);
-  if (j == 0 && lane < 8) {
-    const int row = u * 8 + lane;
-    float sum = 0.f;
-    for (int jj = 0; jj < p.k; ++jj) {
-      float w, bias;
-      if (staged) {
-        w = staged->w[jj], bias = staged->bias_u[jj * 8 + lane];
-      } else {
-        const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
-        w = p.weights[b * p.k + jj], bias = p.bias[static_cast<size_t>(e) * p.hidden + row];
-      }
-      sum = fmaf(w, pt[jj * 8 + lane] + bias, sum);
+
+// Problem view shared by the streaming kernels (device side).
+struct Job {
+  const uint8_t* blocks;  // [E, rows, nb, 16]
+  const uint8_t* scales;  // [E, rows, nb]
+  const int32_t* ids;     // [batch, k]
+  int k, n_experts, rows_per_expert, groups_per_slot;
+  bool down;
+  // First weight row of unit u (in this block's batch row b), member j.
+  __device__ __forceinline__ size_t row0(int b, int u, int j) const {
+    const int slot = down ? j : u / groups_per_slot, group = down ? u : u % groups_per_slot;
+    const int e = min(max(ids[b * k + slot], 0), n_experts - 1);  // ids come from top-k (valid)
+    return static_cast<size_t>(e) * rows_per_expert + static_cast<size_t>(group) * 8;
+  }
+};
+
+// down epilogue of row group u for token b (member 0 of the team, all 32 lanes): the kShare
+// parts of each routed slot j (pt [team][8 dots + bad flag], written before the team barrier)
+// added in order h = 0, 1, ... (or slot j's rows recomputed by the exact fp32 path when a part
+// met a scale byte outside the tensor-core range), then lanes 0..7 add
+// sum_j w_j (dot_j + bias_j[row]) to the residual in slot order: deterministic, no atomics.
+// staged: the unit's inputs in shared memory, or null (read from global memory); act: this
+// token's [k][I] activations (exact path).
+template <int kShare>
+__device__ __forceinline__ void down_team_sum_parts(const MoeDownParams& p, const Job& J,
+                                                    const float* pt, int b, int u, const float* act,
+                                                    int nb, int lane, const DownStaged* staged) {
+  const int row = u * 8 + lane;
+  float sum = 0.f;
+  for (int jj = 0; jj < p.k; ++jj) {
+    float dot = 0.f;
+    bool bad = false;
+#pragma unroll
+    for (int hh = 0; hh < kShare; ++hh) {
+      const float* q = pt + (jj * kShare + hh) * 9;
+      if (lane < 8) dot += q[lane];
+      bad |= q[8] != 0.f;
     }
+    if (bad) {  // warp-uniform: every lane read the same flags
+      const float2 ex = exact_rows(p.blocks, p.scales, J.row0(b, u, jj), nb,
+                                   act + static_cast<size_t>(jj) * p.inter, lane);
+      const float e0 = __shfl_sync(0xffffffffu, ex.x, (lane & 7) >> 1);
+      const float e1 = __shfl_sync(0xffffffffu, ex.y, (lane & 7) >> 1);
+      dot = lane & 1 ? e1 : e0;
+    }
+    if (lane >= 8) continue;
+    float w, bias;
+    if (staged) {
+      w = staged->w[jj], bias = staged->bias_u[jj * 8 + lane];
+    } else {
+      const int e = min(max(p.ids[b * p.k + jj], 0), p.n_experts - 1);
+      w = p.weights[b * p.k + jj], bias = p.bias[static_cast<size_t>(e) * p.hidden + row];
+    }
+    sum = fmaf(w, dot + bias, sum);
+  }
+  if (lane < 8) {
     float* dst = p.resid + static_cast<size_t>(b) * p.hidden + row;
     *dst = (staged ? staged->resid_u[lane] : *dst) + sum;
   }

@@ -23,7 +23,7 @@
 //    split terms are summed at the end and scaled by 2^kX.
 // Exactness: a decoded weight (A) E2M1 * 2^(s-127-kX) is a normal bf16 (exact) for scale bytes
 // s in [kScaleLo, kScaleHi] = [34, 160]. A warp that meets any scale byte outside that range
-// recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt, bulk_core.cuh finish_rows),
+// recomputes its 8 rows with the exact fp32 path (mxfp4_dot32_cvt, bulk_core.cuh exact_rows),
 // so every scale byte gives the fp32 result; only the speed differs.
 #pragma once
 
