@@ -18,11 +18,11 @@
 //    = routed slot j, each half of the MX blocks: kDnShare, session 14) computes the k dot
 //    products of the same 8 rows; after a team barrier member 0 adds the halves and
 //    sum_j w_j (dot_j + bias_j) to the residual in a fixed order (deterministic, no atomics).
-// Ring: kSpw stages per consumer warp (down: stage w kSpw + n % kSpw for the warp's n-th unit;
-// gate_up: the pair's n-th unit in stage 2m + n % 2); one producer thread (last warp) issues
-// every unit in the order (n, warp or pair): all stages at kernel start (~200 KB per SM), then
-// each one as soon as its readers release it (empty mbarrier, 32 arrivals per reading warp);
-// consumers wait on the stage's full mbarrier (transaction bytes).
+// Ring: down: kSpw stages per pair of consumer warps (stage (w / 2) kSpw + n % kSpw for the
+// pair's n-th unit); gate_up: two stages per pair (its n-th unit in stage 2m + n % 2); one
+// producer thread (last warp) issues every unit in the order (n, pair): all stages at kernel
+// start (~200 KB per SM), then each one as soon as its readers release it (empty mbarrier, 32
+// arrivals per reading warp); consumers wait on the stage's full mbarrier (transaction bytes).
 // PDL (params.pdl): see params.h. gate_up waits before reading ids (they come from the router,
 // the kernel just before it); down issues its first weight copies before pdl_wait (its ids and
 // routing weights come from the router, two kernels back, which has completed by then).
@@ -304,8 +304,9 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
   }
 }
 
-// Layout for K = 32 nb inputs, nv staged vectors, `warps` consumer warps with `spw` stages each,
-// in teams of `team`; an Unsupported status when the shapes / pointers do not suit the kernels.
+// Layout for K = 32 nb inputs, nv staged vectors, `warps` consumer warps with `spw` stages per
+// `share` warps (the warps that decode one stage together), in teams of `team`; an Unsupported
+// status when the shapes / pointers do not suit the kernels.
 // rows_floats: floats of the per-unit staging area for max_local units.
 Result<Layout> bulk_layout(int batch, int nb, int nv, int warps, int spw, int team, int units,
                            const void* blocks, const void* scales, int max_local, int rows_floats,
