@@ -101,9 +101,11 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   // 1 / rms of x: the order of block_inv_rms_chunks (qkv_rope_bf16w_f32a's), warps in order.
   float inv[1] = {1.f};
   if constexpr (NORM) inv_from_red<1, kConsumers>(ss_warp, p.hidden, p.eps, inv);
+  // The products are rounded before the epilogue adds the bias (__fmul_rn: never contracted into
+  // an FMA with it), as the warp kernel rounds them into shared memory: bit-identical with bias.
   for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
     const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
-    qkv_store_pair(p, unit, i, res[2 * t] * inv[0], res[2 * t + 1] * inv[0],
+    qkv_store_pair(p, unit, i, __fmul_rn(res[2 * t], inv[0]), __fmul_rn(res[2 * t + 1], inv[0]),
                    t == static_cast<int>(threadIdx.x) ? prep : qkv_prep_pair(p, 0, unit, i));
   }
 }

@@ -234,6 +234,69 @@ TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   }
 }
 
+// The bulk kernel (batch 1) against the warp kernel at batch 1, bit for bit, on the small
+// shapes of the engine tests (hidden 64..192, 1..8 query heads, 1..2 kv heads: fewer pairs than
+// SMs), with bias, the fused norm, positions over 4 KV blocks and 8 fresh draws per shape.
+TEST(QkvRope, BulkMatchesWarpKernelOnSmallShapes) {
+  std::mt19937_64 rng(testing::fresh_seed("qkv_rope bulk small shapes"));
+  const int shapes[][3] = {{64, 1, 1},  {64, 4, 2},  {128, 2, 1}, {128, 8, 2},
+                           {192, 4, 1}, {192, 2, 2}, {128, 4, 2}, {64, 2, 2}};
+  for (const auto& sh : shapes) {
+    for (int trial = 0; trial < 8; ++trial) {
+      const int H = sh[0], nh = sh[1], kvh = sh[2], units = nh + 2 * kvh, bs = 16, mb = 4;
+      QkvRopeParams p;
+      p.batch = 1;
+      p.hidden = H;
+      p.n_heads = nh;
+      p.n_kv_heads = kvh;
+      p.block_size = bs;
+      p.max_blocks = mb;
+      p.num_blocks = mb;
+      fill_yarn(&p);
+      const auto w = testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * H, -.1f, .1f);
+      const auto bias = testing::rand_f32(rng, static_cast<size_t>(units) * kHeadDim, -.5f, .5f);
+      const auto x = testing::rand_f32(rng, H, -3.f, 3.f);
+      const auto g = testing::rand_bf16(rng, H, 0.25f, 2.f);
+      const std::vector<int32_t> pos = {static_cast<int32_t>(rng() % (bs * mb))},
+                                 table = {2, 0, 3, 1};
+      const size_t nq = static_cast<size_t>(nh) * kHeadDim;
+      const size_t nc = static_cast<size_t>(mb) * kvh * bs * kHeadDim;
+      DevBuf<uint16_t> dw(w.size()), dg(g.size()), k1(nc), v1(nc), k2(nc), v2(nc);
+      DevBuf<float> dx(x.size()), db(bias.size()), q1(nq), q2(nq);
+      DevBuf<int32_t> dp(pos.size()), dt(table.size());
+      dw.upload(w);
+      dg.upload(g);
+      dx.upload(x);
+      db.upload(bias);
+      dp.upload(pos);
+      dt.upload(table);
+      for (auto* b : {&k1, &v1, &k2, &v2}) b->poison();
+      p.w = dw.get();
+      p.bias = db.get();
+      p.x = dx.get();
+      p.norm_w = dg.get();
+      p.eps = 1e-5f;
+      p.pos = dp.get();
+      p.block_table = dt.get();
+      p.pdl = true;
+      p.variant = 1;
+      p.q = q1.get();
+      p.k_cache = k1.get();
+      p.v_cache = v1.get();
+      ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
+      p.variant = 2;
+      p.q = q2.get();
+      p.k_cache = k2.get();
+      p.v_cache = v2.get();
+      ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
+      testing::sync_or_die("qkv_rope bulk small shapes");
+      const std::string name = "h" + std::to_string(H) + " " + std::to_string(nh) + "/" +
+                               std::to_string(kvh) + " pos " + std::to_string(pos[0]);
+      expect_same_outputs(name.c_str(), "bulk vs warp", q1, k1, v1, q2, k2, v2);
+    }
+  }
+}
+
 TEST(QkvRope, LargePositionsKeepRopeAccurate) {
   // Positions ~1e5 through a table with enough logical blocks.
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope large pos"));
