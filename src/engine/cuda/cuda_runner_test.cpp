@@ -227,6 +227,31 @@ TEST(CudaRunner, MatchesCpuReferenceOnRandomSmallModels) {
   }
 }
 
+// Wider random configs (cudatest::wide_config): shapes the small configs above never draw
+// (many kv heads, 16-head groups, odd MX block counts, few or many experts, top-1..8, random
+// layer types), so that a held-out checkpoint's shape meets tested kernels or a clear error.
+TEST(CudaRunner, MatchesCpuReferenceOnWideRandomConfigs) {
+  const uint64_t seed = fresh_seed("cuda runner wide configs");
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 6; ++trial) {
+    const ModelConfig cfg = cudatest::wide_config(rng);
+    std::printf(
+        "config: hidden %lld inter %lld heads %lld/%lld experts %lld top-%lld layers %lld "
+        "window %lld\n",
+        static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.intermediate_size),
+        static_cast<long long>(cfg.num_attention_heads),
+        static_cast<long long>(cfg.num_key_value_heads),
+        static_cast<long long>(cfg.num_local_experts),
+        static_cast<long long>(cfg.experts_per_token),
+        static_cast<long long>(cfg.num_hidden_layers), static_cast<long long>(cfg.sliding_window));
+    Fixture f;
+    make_fixture(&f, cfg, rng(), trial % 2 == 0 ? 64 : 5, trial % 3 == 0 ? 8 : 16);
+    if (HasFatalFailure()) return;
+    run_sequence(f, rng(), 13, 16);
+    if (HasFailure()) return;
+  }
+}
+
 // The real gpt-oss-120b shapes (hidden 2880, 64/8 heads, 128 experts top-4, vocab 201088,
 // YaRN) with two layers (sliding + full): a 9-token prefill and 4 decode steps on the GPU
 // against the CPU runner with bf16 K/V (and the fp32 one, reported), MXFP4 experts as stored.

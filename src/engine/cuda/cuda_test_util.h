@@ -81,6 +81,31 @@ inline ModelConfig small_config(std::mt19937_64& rng, int group_log2_choices,
   return c;
 }
 
+// A random config over wider ranges than small_config (shapes a held-out checkpoint might
+// have): 1-8 kv heads, 1-16 query heads per kv head, hidden and intermediate any multiple of 32
+// up to 320 / 256 (odd MX block counts included), 2-32 experts with top-1..8, 1-4 layers of
+// random types, sliding window 4..64.
+inline ModelConfig wide_config(std::mt19937_64& rng) {
+  ModelConfig c = preset_config("tiny").value();
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  c.vocab_size = pick(1000, 1500);
+  c.hidden_size = 32 * pick(1, 10);
+  c.intermediate_size = 32 * pick(1, 8);
+  c.num_key_value_heads = pick(1, 8);
+  c.num_attention_heads = c.num_key_value_heads * pick(1, 16);
+  c.head_dim = 64;
+  c.num_local_experts = pick(2, 32);
+  c.experts_per_token = pick(1, static_cast<int>(std::min<int64_t>(8, c.num_local_experts)));
+  c.num_hidden_layers = pick(1, 4);
+  c.layer_types.clear();
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    c.layer_types.push_back(rng() % 2 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
+  c.sliding_window = pick(4, 64);
+  c.eos_token_ids = {1};
+  c.pad_token_id = 0;
+  return c;
+}
+
 // How near-tied the routing of `row` is in a CPU runner's dump of step `step`
 // (CpuRunnerOptions::dump_dir): the smallest gap, over the layers, between the k-th and the
 // (k+1)-th largest router logits of that row (a perturbation of that size can pick another

@@ -19,6 +19,10 @@ inline constexpr AttnCase kAttnCases[] = {
     {"b5 12/3 (G=4) ctx 700", 5, 12, 3, 0, 700, 7, true},
     {"b2 32/2 (G=16) sliding 64 ctx 500", 2, 32, 2, 64, 500, 0, true},
     {"b64 64/8 ctx 64", 64, 64, 8, 0, 64, 0, true},
+    // Group sizes that are not powers of two, odd windows (held-out checkpoint shapes).
+    {"b1 15/1 (G=15) sliding 29 ctx 76", 1, 15, 1, 29, 76, 0, true},
+    {"b3 49/7 (G=7) sliding 11 ctx 186", 3, 49, 7, 11, 186, 0, true},
+    {"b2 21/7 (G=3) ctx 300", 2, 21, 7, 0, 300, 0, true},
     {"gpt-oss b1 64/8 ctx 16384", 1, 64, 8, 0, 16384, 0, true},
     {"gpt-oss b8 64/8 sliding 128 ctx 5000", 8, 64, 8, 128, 5000, 0, true},
     {"gpt-oss b1 64/8 ctx 4096", 1, 64, 8, 0, 4096, 0, false},

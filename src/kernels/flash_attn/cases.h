@@ -42,6 +42,14 @@ inline constexpr FlashCase kFlashCases[] = {
     {"2 seqs x T90 64/8 p0 300 sliding 128, blocks of 5", 2, 90, 300, 64, 8, 128, 2.f, 4.f, 1, 0, 3,
      true, 5},
     {"T600 64/8 p0 700 full, blocks of 128", 1, 600, 700, 64, 8, 0, 2.f, 4.f, 1, 0, 7, true, 128},
+    // Group sizes that are not powers of two (held-out checkpoints: 15, 12, 7, 3, 5 query heads
+    // per kv head) and odd windows.
+    {"T76 15/1 (G=15) sliding 29", 1, 76, 0, 15, 1, 29, 2.f, 4.f, 1, 0, 1, true},
+    {"2 seqs x T60 48/4 (G=12) p0 40 sliding 22", 2, 60, 40, 48, 4, 22, 2.f, 4.f, 1, 0, 1, true},
+    {"T186 49/7 (G=7) sliding 11, blocks of 8", 1, 186, 0, 49, 7, 11, 2.f, 4.f, 1, 0, 1, true, 8},
+    {"T120 21/7 (G=3) p0 70 full", 1, 120, 70, 21, 7, 0, 2.f, 4.f, 1, 0, 1, true},
+    {"T90 5/1 (G=5) full splits 3", 1, 90, 500, 5, 1, 0, 2.f, 4.f, 3, 0, 1, true},
+    {"T300 16/1 (G=16) full", 1, 300, 0, 16, 1, 0, 2.f, 4.f, 1, 0, 3, true},
     // Bench only (one gpt-oss layer: 64 q heads, 8 kv heads).
     {"T512 p0 0 full", 1, 512, 0, 64, 8, 0, 2.f, 4.f, 1, 0, 1, false},
     {"T512 p0 0 sliding 128", 1, 512, 0, 64, 8, 128, 2.f, 4.f, 1, 0, 1, false},

@@ -16,6 +16,8 @@ inline constexpr MoeCase kMoeCases[] = {
     {"odd b3 k3 96x160 E5", 3, 3, 96, 160, 5, true},
     {"b64 k4 256x128 E16", 64, 4, 256, 128, 16, true},
     {"odd b7 k2 1088x320 E6", 7, 2, 1088, 320, 6, true},
+    {"top-1 b1 k1 64x96 E32", 1, 1, 64, 96, 32, true},
+    {"top-8 b2 k8 32x224 E27", 2, 8, 32, 224, 27, true},
     {"120b layer b1 k4 E128", 1, 4, 2880, 2880, 128, false},
     {"120b layer b4 k4 E128", 4, 4, 2880, 2880, 128, false},
     {"120b layer b8 k4 E128", 8, 4, 2880, 2880, 128, false},
