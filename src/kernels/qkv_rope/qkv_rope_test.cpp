@@ -167,6 +167,61 @@ void expect_same_outputs(const char* name, const char* what, const DevBuf<float>
   EXPECT_EQ(v1.download(), v2.download()) << name << " " << what;
 }
 
+// Random device inputs of the bitwise tests (shape from p: batch, hidden, heads, block_size,
+// max_blocks; a table row per batch row): weights, bias (optional), x, norm gains, positions in
+// [0, pos_range) and the block table, plus two output sets (q, K, V caches; caches poisoned).
+// bind() points p at the inputs, out(i, &p) at output set i.
+struct QkvTestBufs {
+  DevBuf<uint16_t> w, g, k[2], v[2];
+  DevBuf<float> x, bias, q[2];
+  DevBuf<int32_t> pos, table;
+  QkvTestBufs(std::mt19937_64& rng, const QkvRopeParams& p, bool with_bias, int pos_range,
+              const std::vector<int32_t>& tab) {
+    const size_t units = p.n_heads + 2 * p.n_kv_heads;
+    const auto hw = testing::rand_bf16(rng, units * kHeadDim * p.hidden, -.1f, .1f);
+    const auto hb = testing::rand_f32(rng, with_bias ? units * kHeadDim : 0, -.5f, .5f);
+    const auto hx = testing::rand_f32(rng, static_cast<size_t>(p.batch) * p.hidden, -3.f, 3.f);
+    const auto hg = testing::rand_bf16(rng, p.hidden, 0.25f, 2.f);
+    std::vector<int32_t> hp(p.batch);
+    for (auto& e : hp) e = static_cast<int32_t>(rng() % pos_range);
+    const size_t nq = static_cast<size_t>(p.batch) * p.n_heads * kHeadDim;
+    const size_t nc = static_cast<size_t>(p.num_blocks) * p.n_kv_heads * p.block_size * kHeadDim;
+    w = DevBuf<uint16_t>(hw.size());
+    g = DevBuf<uint16_t>(hg.size());
+    x = DevBuf<float>(hx.size());
+    bias = DevBuf<float>(hb.size());
+    pos = DevBuf<int32_t>(hp.size());
+    table = DevBuf<int32_t>(tab.size());
+    for (int i = 0; i < 2; ++i) {
+      q[i] = DevBuf<float>(nq);
+      k[i] = DevBuf<uint16_t>(nc);
+      v[i] = DevBuf<uint16_t>(nc);
+      k[i].poison();
+      v[i].poison();
+    }
+    w.upload(hw);
+    g.upload(hg);
+    x.upload(hx);
+    if (with_bias) bias.upload(hb);
+    pos.upload(hp);
+    table.upload(tab);
+  }
+  void bind(QkvRopeParams* p) const {
+    p->w = w.get();
+    p->bias = bias.size() > 0 ? bias.get() : nullptr;
+    p->pos = pos.get();
+    p->block_table = table.get();
+  }
+  void out(int i, QkvRopeParams* p) const {
+    p->q = q[i].get();
+    p->k_cache = k[i].get();
+    p->v_cache = v[i].get();
+  }
+  void expect_same(const char* name, const char* what) const {
+    expect_same_outputs(name, what, q[0], k[0], v[0], q[1], k[1], v[1]);
+  }
+};
+
 // Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the fused kernels apply 1/rms to the dot
 // products (dot(w, x * g) * inv instead of dot(w, (x * inv) * g)), so q is within 1e-6 of the
 // unfused result and a cache value may differ from it only where the rounding to bf16 flips (one
@@ -174,7 +229,7 @@ void expect_same_outputs(const char* name, const char* what, const DevBuf<float>
 TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
-    const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16;
+    const int bs = 16;
     QkvRopeParams p;
     p.batch = c.batch;
     p.hidden = c.hidden;
@@ -185,52 +240,34 @@ TEST(QkvRope, FusedNormMatchesUnfusedPath) {
     p.num_blocks = c.batch;
     p.variant = 1;  // the warp kernel first (auto would pick the bulk kernel at batch 1)
     fill_yarn(&p);
-    const auto w =
-        testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * c.hidden, -.1f, .1f);
-    const auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * c.hidden, -3.f, 3.f);
-    const auto g = testing::rand_bf16(rng, c.hidden, 0.25f, 2.f);
-    std::vector<int32_t> pos(c.batch), table(c.batch);
-    for (int b = 0; b < c.batch; ++b) pos[b] = static_cast<int32_t>(rng() % bs), table[b] = b;
-    const size_t nq = static_cast<size_t>(c.batch) * c.n_heads * kHeadDim;
-    const size_t nc = static_cast<size_t>(c.batch) * c.n_kv_heads * bs * kHeadDim;
-    DevBuf<uint16_t> dw(w.size()), dg(g.size()), k1(nc), v1(nc), k2(nc), v2(nc);
-    DevBuf<float> dx(x.size()), dxn(x.size()), q1(nq), q2(nq);
-    DevBuf<int32_t> dp(pos.size()), dt(table.size());
-    dw.upload(w);
-    dg.upload(g);
-    dx.upload(x);
-    dp.upload(pos);
-    dt.upload(table);
-    for (auto* b : {&k1, &v1, &k2, &v2}) b->poison();
-    p.w = dw.get();
-    p.pos = dp.get();
-    p.block_table = dt.get();
+    std::vector<int32_t> table(c.batch);
+    for (int b = 0; b < c.batch; ++b) table[b] = b;
+    QkvTestBufs t(rng, p, false, bs, table);
+    DevBuf<float> xn(t.x.size());
+    t.bind(&p);
     ASSERT_TRUE(
-        launch_rmsnorm({dx.get(), dg.get(), nullptr, dxn.get(), c.batch, c.hidden, 1e-5f}, 0).ok());
-    p.x = dxn.get();
-    p.q = q1.get();
-    p.k_cache = k1.get();
-    p.v_cache = v1.get();
+        launch_rmsnorm({t.x.get(), t.g.get(), nullptr, xn.get(), c.batch, c.hidden, 1e-5f}, 0)
+            .ok());
+    p.x = xn.get();
+    t.out(0, &p);
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
-    p.x = dx.get();
-    p.norm_w = dg.get();
+    p.x = t.x.get();
+    p.norm_w = t.g.get();
     p.pdl = true;
-    p.q = q2.get();
-    p.k_cache = k2.get();
-    p.v_cache = v2.get();
+    t.out(1, &p);
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope fused ") + c.name);
-    expect_close_outputs(c.name, q1, k1, v1, q2, k2, v2);
+    expect_close_outputs(c.name, t.q[0], t.k[0], t.v[0], t.q[1], t.k[1], t.v[1]);
     if (c.batch != 1) continue;
     p.variant = 2;  // the bulk kernel, fused norm + PDL, against the fused warp kernel
-    p.q = q1.get();
-    p.k_cache = k1.get();
-    p.v_cache = v1.get();
-    q1.poison();
-    for (auto* b : {&k1, &v1}) b->poison();
+    t.out(0, &p);
+    t.q[0].poison();
+    t.k[0].poison();
+    t.v[0].poison();
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope bulk fused ") + c.name);
-    expect_same_outputs(c.name, "bulk fused vs fused", q2, k2, v2, q1, k1, v1);
+    expect_same_outputs(c.name, "bulk fused vs fused", t.q[1], t.k[1], t.v[1], t.q[0], t.k[0],
+                        t.v[0]);
   }
 }
 
@@ -243,56 +280,33 @@ TEST(QkvRope, BulkMatchesWarpKernelOnSmallShapes) {
                            {192, 4, 1}, {192, 2, 2}, {128, 4, 2}, {64, 2, 2}};
   for (const auto& sh : shapes) {
     for (int trial = 0; trial < 8; ++trial) {
-      const int H = sh[0], nh = sh[1], kvh = sh[2], units = nh + 2 * kvh, bs = 16, mb = 4;
+      const int bs = 16, mb = 4;
       QkvRopeParams p;
       p.batch = 1;
-      p.hidden = H;
-      p.n_heads = nh;
-      p.n_kv_heads = kvh;
+      p.hidden = sh[0];
+      p.n_heads = sh[1];
+      p.n_kv_heads = sh[2];
       p.block_size = bs;
       p.max_blocks = mb;
       p.num_blocks = mb;
       fill_yarn(&p);
-      const auto w = testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * H, -.1f, .1f);
-      const auto bias = testing::rand_f32(rng, static_cast<size_t>(units) * kHeadDim, -.5f, .5f);
-      const auto x = testing::rand_f32(rng, H, -3.f, 3.f);
-      const auto g = testing::rand_bf16(rng, H, 0.25f, 2.f);
-      const std::vector<int32_t> pos = {static_cast<int32_t>(rng() % (bs * mb))},
-                                 table = {2, 0, 3, 1};
-      const size_t nq = static_cast<size_t>(nh) * kHeadDim;
-      const size_t nc = static_cast<size_t>(mb) * kvh * bs * kHeadDim;
-      DevBuf<uint16_t> dw(w.size()), dg(g.size()), k1(nc), v1(nc), k2(nc), v2(nc);
-      DevBuf<float> dx(x.size()), db(bias.size()), q1(nq), q2(nq);
-      DevBuf<int32_t> dp(pos.size()), dt(table.size());
-      dw.upload(w);
-      dg.upload(g);
-      dx.upload(x);
-      db.upload(bias);
-      dp.upload(pos);
-      dt.upload(table);
-      for (auto* b : {&k1, &v1, &k2, &v2}) b->poison();
-      p.w = dw.get();
-      p.bias = db.get();
-      p.x = dx.get();
-      p.norm_w = dg.get();
+      const QkvTestBufs t(rng, p, true, bs * mb, {2, 0, 3, 1});
+      t.bind(&p);
+      p.x = t.x.get();
+      p.norm_w = t.g.get();
       p.eps = 1e-5f;
-      p.pos = dp.get();
-      p.block_table = dt.get();
       p.pdl = true;
       p.variant = 1;
-      p.q = q1.get();
-      p.k_cache = k1.get();
-      p.v_cache = v1.get();
+      t.out(0, &p);
       ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
       p.variant = 2;
-      p.q = q2.get();
-      p.k_cache = k2.get();
-      p.v_cache = v2.get();
+      t.out(1, &p);
       ASSERT_TRUE(launch_qkv_rope(p, 0).ok());
       testing::sync_or_die("qkv_rope bulk small shapes");
-      const std::string name = "h" + std::to_string(H) + " " + std::to_string(nh) + "/" +
-                               std::to_string(kvh) + " pos " + std::to_string(pos[0]);
-      expect_same_outputs(name.c_str(), "bulk vs warp", q1, k1, v1, q2, k2, v2);
+      const int pos0 = t.pos.download()[0];
+      const std::string name = "h" + std::to_string(p.hidden) + " " + std::to_string(p.n_heads) +
+                               "/" + std::to_string(p.n_kv_heads) + " pos " + std::to_string(pos0);
+      t.expect_same(name.c_str(), "bulk vs warp");
     }
   }
 }
