@@ -35,15 +35,20 @@ __device__ __forceinline__ void ring_init(const Ring& r) {
   bulk_copy::mbar_init_fence();
 }
 
-// The producer thread: row j (global address row_ptr(j)) into slot j % slots.
+// The producer thread: row j (global address row_ptr(j)) into slot j % slots. The copies carry
+// an L2::evict_first policy: the weights are read once per step, so they should not push out
+// what is read again (activations, KV rows, code). Session 15, H100, with the MoE kernels' copies
+// hinted too: tg128 120b 398.5 / 397.9 -> 401.3 / 400.7 t/s, 20b 558.3 -> 563.1, and a tg128
+// after a pp4 test no longer slower than a cold one (396.4 -> 401.3; docs/decode-budget.md).
 template <class RowPtr>
 __device__ __forceinline__ void ring_produce(const Ring& r, int n, RowPtr row_ptr) {
+  const uint64_t policy = bulk_copy::evict_first_policy();
   for (int j = 0; j < n; ++j) {
     const int s = j % r.slots;
     if (j >= r.slots) bulk_copy::mbar_wait(r.empty + s, ((j / r.slots) - 1) & 1);
     bulk_copy::mbar_arrive_expect_tx(r.full + s, r.row_bytes);
-    bulk_copy::bulk_g2s(r.smem + static_cast<size_t>(s) * r.row_bytes, row_ptr(j), r.row_bytes,
-                        r.full + s);
+    bulk_copy::bulk_g2s_hint(r.smem + static_cast<size_t>(s) * r.row_bytes, row_ptr(j), r.row_bytes,
+                             r.full + s, policy);
   }
 }
 

@@ -1,8 +1,9 @@
 // L2 eviction hint on the expert-weight bulk copies of the streaming MoE kernels (pipe 6).
-// Host-only header (the l2_prefetch probe bench includes it); defined in bulk.cu. kEvictFirst:
-// every cp.async.bulk of expert weights carries an L2::evict_first cache policy, so the 53 MB /
-// layer of streamed experts (read once per step) evict each other before they evict prefetched
-// dense weights.
+// Host-only header (the l2_prefetch probe bench and bulk_hint_test include it); defined in
+// bulk.cu. kEvictFirst: every cp.async.bulk of expert weights carries an L2::evict_first cache
+// policy, so the 53 MB / layer of streamed experts (read once per step) evict each other before
+// anything that is read again. The engine's launches (launch_moe_gate_up / launch_moe_down,
+// pipe 6) use kEvictFirst since session 15.
 #pragma once
 
 #include <cuda_runtime.h>
