@@ -16,6 +16,7 @@ ApiError from_status(const Status& st) {
   switch (st.code()) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
+    case StatusCode::kUnsupported:  // a request feature this server does not offer (image parts)
       e.http_status = 400;
       break;
     case StatusCode::kNotFound:

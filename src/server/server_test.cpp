@@ -34,6 +34,9 @@ TEST(Errors, OpenAiShape) {
   EXPECT_TRUE(e["error"]["code"].is_null());
   EXPECT_EQ(from_status(ResourceExhausted("q")).http_status, 429);
   EXPECT_EQ(from_status(InvalidArgument("q")).http_status, 400);
+  // A request asking for what the server does not offer (an image part) is the client's error.
+  EXPECT_EQ(from_status(Unsupported("q")).http_status, 400);
+  EXPECT_EQ(from_status(Unsupported("q")).type, "invalid_request_error");
   EXPECT_EQ(from_status(Internal("q")).http_status, 500);
 }
 

@@ -314,6 +314,12 @@ def test_errors(server, client):
     assert "role" in e["message"]
     bad_tool = [{"type": "function", "function": {"name": "f", "parameters": "not an object"}}]
     assert_openai_error(raw(server, dict(base, tools=bad_tool)), 400)
+    # Features this server does not offer are the client's error too (400, not 500).
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
+    e = assert_openai_error(raw(server, dict(base, messages=image)), 400)
+    assert "image_url" in e["message"] and e["type"] == "invalid_request_error"
+    web = [{"type": "web_search"}]
+    assert_openai_error(raw(server, dict(base, tools=web)), 400)
     e = assert_openai_error(raw(server, dict(base, max_tokens=100000)), 400)
     assert "2048" in e["message"]
     assert_openai_error(raw(server, dict(base, messages="x" * 70000)), 413)
