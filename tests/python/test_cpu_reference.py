@@ -8,7 +8,9 @@ the MXFP4 layout.
 
 Configs cover GQA 4:1 / 2:1 / 1:1, sliding windows shorter than the sequence, sequences past the
 YaRN original context (original_max_position_embeddings patched to 16-32), top-k 1..4 of 3..8
-experts, and sinks of both signs (synth draws them from U(-3, 3)).
+experts, and sinks of both signs (synth draws them from U(-3, 3)); three more configs per run
+are drawn at random (held-out shapes: random layer types, head_dim 16-64, 1-4 kv heads, top-1..4
+of 2-12 experts).
 """
 import json
 import os
@@ -81,9 +83,45 @@ def _rel_per_position(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                          ids=[c[0] for c in CONFIGS])
 def test_logits_and_greedy_match_transformers(gossamer, tmp_path, name, overrides, orig_ctx,
                                               truncate, seq_len):
+    _check_against_transformers(gossamer, tmp_path, name, overrides, orig_ctx, truncate, seq_len,
+                                _seed())
+
+
+def _random_config(rng) -> tuple:
+    """A config drawn from wider ranges than CONFIGS (held-out shapes): 1-4 layers of random
+    sliding / full types, 1-4 kv heads with 1-4 query heads each, head_dim 16 / 32 / 64, hidden
+    and intermediate multiples of 32, 2-12 experts top-1..4, window 3-20."""
+    kv = int(rng.integers(1, 5))
+    experts = int(rng.integers(2, 13))
+    layers = int(rng.integers(1, 5))
+    overrides = dict(layers=layers, heads=kv * int(rng.integers(1, 5)), kv_heads=kv,
+                     head_dim=int(rng.choice([16, 32, 64])), hidden=32 * int(rng.integers(1, 5)),
+                     intermediate=32 * int(rng.integers(1, 4)), experts=experts,
+                     experts_per_token=int(rng.integers(1, min(4, experts) + 1)),
+                     sliding_window=int(rng.integers(3, 21)))
+    types = [str(rng.choice(["sliding_attention", "full_attention"])) for _ in range(layers)]
+    return (overrides, types, int(rng.choice([16, 32])), bool(rng.integers(0, 2)),
+            int(rng.integers(24, 49)))
+
+
+@pytest.mark.parametrize("draw", range(3))
+def test_random_configs_match_transformers(gossamer, tmp_path, draw):
     seed = _seed()
+    overrides, types, orig_ctx, truncate, seq_len = _random_config(np.random.default_rng(seed))
+    print(f"random config {draw}: {overrides}, layer types {types}")
+    _check_against_transformers(gossamer, tmp_path, f"random{draw}", overrides, orig_ctx,
+                                truncate, seq_len, seed, types)
+
+
+def _check_against_transformers(gossamer, tmp_path, name, overrides, orig_ctx, truncate, seq_len,
+                                seed, layer_types=None):
     rng = np.random.default_rng(seed)
     path = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate)
+    if layer_types is not None:
+        cfg_path = path / "config.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg["layer_types"] = layer_types
+        cfg_path.write_text(json.dumps(cfg, indent=2))
     tokens = rng.integers(0, VOCAB, size=seq_len).tolist()
 
     ours = _ours_logits(gossamer, path, tokens, tmp_path)
