@@ -205,11 +205,8 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad, part_begin(L.nb, h),
               part_begin(L.nb, h + 1));
     mbar_arrive(empty + s);
-    const float2 v = split_rows(acc, lane);
-    const bool any_bad = __any_sync(0xffffffffu, bad);
     float* q = part + (m * 2 + (n & 1)) * kGuShare * 9;  // part h at q + 9 h
-    if (lane < 4) q[h * 9 + 2 * lane] = v.x, q[h * 9 + 2 * lane + 1] = v.y;
-    if (lane == 0) q[h * 9 + 8] = any_bad ? 1.f : 0.f;
+    store_part(q + h * 9, acc, bad, lane);
     named_sync(1 + m, kGuShare * 32);
     if (h != 0) continue;
     const int u = u0 + m + kGroups * n, group = u % J.groups_per_slot;
@@ -292,11 +289,8 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     run_group(st, st + L.wbytes, xv, su, L.nb, lane, acc, bad, part_begin(L.nb, h, kDnShare),
               part_begin(L.nb, h + 1, kDnShare));
     mbar_arrive(empty + s);
-    const float2 v = split_rows(acc, lane);
-    const bool any_bad = __any_sync(0xffffffffu, bad);
     float* pt = part + ((n & 1) * teams + m) * L.team * 9;  // double-buffered by round
-    if (lane < 4) pt[mi * 9 + 2 * lane] = v.x, pt[mi * 9 + 2 * lane + 1] = v.y;
-    if (lane == 0) pt[mi * 9 + 8] = any_bad ? 1.f : 0.f;
+    store_part(pt + mi * 9, acc, bad, lane);
     named_sync(1 + m, L.team * 32);
     if (mi != 0) continue;
     const DownStaged st_u{bias_s + (u - u0) * p.k * 8, resid_s + (u - u0) * 8, w_s};

@@ -59,6 +59,17 @@ __device__ __forceinline__ float2 split_rows(const float (&acc)[4], int lane) {
   return make_float2(r0 * 4294967296.f, r1 * 4294967296.f);  // 2^kX
 }
 
+// A warp's part of a shared row group, for the member that sums the parts: its 8 dots
+// (split_rows) at part[0..7] and, at part[8], 1 when any lane met a scale byte outside the
+// tensor-core range (the sum then takes the exact path). gate_up's warp pairs and down's teams.
+__device__ __forceinline__ void store_part(float* part, const float (&acc)[4], uint32_t bad,
+                                           int lane) {
+  const float2 v = split_rows(acc, lane);
+  const bool any_bad = __any_sync(0xffffffffu, bad);
+  if (lane < 4) part[2 * lane] = v.x, part[2 * lane + 1] = v.y;
+  if (lane == 0) part[8] = any_bad ? 1.f : 0.f;
+}
+
 // The exact fp32 dots of the warp's 8 rows from global memory (the vector xf in fp32), on lanes
 // 0..3 as rows 2t, 2t+1: the fallback for scale bytes outside the tensor-core range.
 __device__ __forceinline__ float2 exact_rows(const uint8_t* blocks, const uint8_t* scales,
