@@ -43,7 +43,7 @@ def _seed() -> int:
 
 
 def _synth(gossamer, out: pathlib.Path, overrides: dict, seed: int, orig_ctx: int, truncate: bool,
-           expert_format: str = "mxfp4") -> pathlib.Path:
+           expert_format: str = "mxfp4", layer_types: list = None) -> pathlib.Path:
     args = ["synth", "--out", out, "--vocab", VOCAB, "--seed", seed, "--quiet",
             "--expert-format", expert_format]
     for k, v in overrides.items():
@@ -53,6 +53,8 @@ def _synth(gossamer, out: pathlib.Path, overrides: dict, seed: int, orig_ctx: in
     cfg = json.loads(cfg_path.read_text())
     cfg["rope_scaling"]["original_max_position_embeddings"] = orig_ctx
     cfg["rope_scaling"]["truncate"] = truncate
+    if layer_types is not None:
+        cfg["layer_types"] = layer_types
     cfg_path.write_text(json.dumps(cfg, indent=2))
     return out
 
@@ -116,12 +118,8 @@ def test_random_configs_match_transformers(gossamer, tmp_path, draw):
 def _check_against_transformers(gossamer, tmp_path, name, overrides, orig_ctx, truncate, seq_len,
                                 seed, layer_types=None):
     rng = np.random.default_rng(seed)
-    path = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate)
-    if layer_types is not None:
-        cfg_path = path / "config.json"
-        cfg = json.loads(cfg_path.read_text())
-        cfg["layer_types"] = layer_types
-        cfg_path.write_text(json.dumps(cfg, indent=2))
+    path = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate,
+                  layer_types=layer_types)
     tokens = rng.integers(0, VOCAB, size=seq_len).tolist()
 
     ours = _ours_logits(gossamer, path, tokens, tmp_path)
