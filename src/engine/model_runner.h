@@ -44,6 +44,7 @@ struct SampledToken {
 // true), with the reference CPU sampler's rule (runtime/sampler.h): penalties, logprobs,
 // temperature 0 = greedy, else softmax(z / T), top_k, top_p, min_p and a draw from a
 // counter-based generator of (seed, counter), so a fixed seed reproduces a completion.
+// penalty_tokens: the ids generated so far (when a penalty is set) and the logit_bias ids.
 struct DeviceSampling {
   double temperature = 1.0;
   double top_p = 1.0;
@@ -55,8 +56,11 @@ struct DeviceSampling {
   uint64_t seed = 0;
   uint64_t counter = 0;     // index of the token being generated (0 = first output token)
   int64_t vocab_limit = 0;  // ids >= vocab_limit are never sampled (0 = the whole row)
-  std::span<const int32_t> penalty_tokens;  // distinct ids generated so far
+  std::span<const int32_t> penalty_tokens;  // distinct ids (see above)
   std::span<const int32_t> penalty_counts;  // how often each was generated (same length)
+  // Empty, or (same length) a logit_bias added to each listed id before the penalties; ids
+  // with a bias but never generated are listed with count 0.
+  std::span<const float> penalty_bias;
 };
 
 // One sequence's share of a step: compute `tokens` at positions [pos0, pos0 + tokens.size()).

@@ -1,6 +1,8 @@
 #include "runtime/request.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace gossamer {
 
@@ -26,6 +28,21 @@ Status GenerationParams::validate() const {
   }
   if (max_tokens < 1) return InvalidArgument("max_tokens must be >= 1");
   if (vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
+  std::vector<int32_t> ids;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0)
+      return InvalidArgument("logit_bias token id " + std::to_string(id) + " is negative");
+    if (!std::isfinite(bias) || bias < -100 || bias > 100) {
+      return InvalidArgument("logit_bias for token " + std::to_string(id) +
+                             " must be in [-100, 100], got " + std::to_string(bias));
+    }
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) {
+    return InvalidArgument("logit_bias lists token " +
+                           std::to_string(*std::adjacent_find(ids.begin(), ids.end())) + " twice");
+  }
   return Status::Ok();
 }
 

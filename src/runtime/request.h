@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -50,6 +51,9 @@ struct GenerationParams {
   // rows (201088) than the tokenizer has ids (200019); the scheduler fills this from
   // SchedulerOptions::vocab_limit when it is 0 or larger.
   int64_t vocab_limit = 0;
+  // OpenAI logit_bias: (id, bias) with distinct ids and bias in [-100, 100], added to the logits
+  // before penalties, logprobs and sampling. The scheduler rejects ids outside the vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   Status validate() const;  // ranges; the message names the field
 };

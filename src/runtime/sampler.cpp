@@ -24,12 +24,15 @@ Status check_sampling_params(const GenerationParams& p) {
   }
   if (p.top_logprobs < 0) return InvalidArgument("top_logprobs must be >= 0");
   if (p.vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (!std::isfinite(bias)) return InvalidArgument("logit_bias must be finite");
+  }
   return Status::Ok();
 }
 
 namespace {
 
-// z = logits with penalties applied; checks for NaN.
+// z = logits + logit_bias, with penalties applied; checks for NaN.
 Result<std::vector<double>> penalised(std::span<const float> logits, const GenerationParams& p,
                                       std::span<const int32_t> generated) {
   if (logits.empty()) return InvalidArgument("sampler: empty logits row");
@@ -47,6 +50,9 @@ Result<std::vector<double>> penalised(std::span<const float> logits, const Gener
   }
   if (*std::max_element(z.begin(), z.end()) == -INFINITY) {
     return InvalidArgument("sampler: every logit is -inf (nothing can be sampled)");
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < z.size()) z[static_cast<size_t>(id)] += bias;
   }
   if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
     std::vector<int64_t> count(z.size(), 0);

@@ -4,6 +4,7 @@
 //
 // Order of operations (ids >= p.vocab_limit, when it is > 0, are masked out first: never
 // sampled, not part of the softmax):
+//  0. logit_bias: z[t] = logits[t] + bias[t] (ids listed in p.logit_bias)
 //  1. penalties over the tokens generated so far: z[t] -= presence * (count[t] > 0)
 //                                                        + frequency * count[t]
 //  2. logprobs reported to clients: log_softmax(z) (after penalties, before temperature/filters)

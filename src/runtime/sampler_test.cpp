@@ -79,6 +79,29 @@ TEST(Sampler, PenaltiesHandChecked) {
   EXPECT_EQ(sample_token(lg, p, gen, rng)->token, 1);
 }
 
+TEST(Sampler, LogitBiasHandChecked) {
+  const auto lg = logs({0.2, 0.5, 0.3});
+  auto p = params(0.0);
+  p.logprobs = true;
+  p.logit_bias = {{0, static_cast<float>(std::log(4.0))}};  // z = log [0.8, 0.5, 0.3]
+  std::mt19937_64 rng(1);
+  auto t = sample_token(lg, p, {}, rng);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->token, 0);
+  EXPECT_NEAR(t->logprob, std::log(0.8 / 1.6), 1e-6);  // logprobs see the bias
+  p = params();
+  p.logit_bias = {{1, -100.f}, {2, static_cast<float>(std::log(2.0))}};  // [0.2, ~0, 0.6]
+  expect_dist(*sampling_distribution(lg, p, {}), {2, 0, 1}, {0.75, 0.25, 0.0});
+  p.presence_penalty = static_cast<double>(static_cast<float>(std::log(2.0)));
+  const std::vector<int32_t> gen{2};  // bias and penalty cancel on id 2: back to [0.2, 0.3]
+  auto d = sampling_distribution(lg, p, gen);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->ids[0], 2);
+  EXPECT_NEAR(d->probs[0], 0.6, 1e-6);
+  p.logit_bias = {{3, 1.f}};  // an id beyond the row is ignored by the sampler (the scheduler
+  EXPECT_TRUE(sampling_distribution(lg, p, {}).ok());  // rejects it at submission)
+}
+
 TEST(Sampler, TopK1IsGreedy) {
   std::mt19937_64 gen_rng(fresh_seed("Sampler.TopK1IsGreedy"));
   std::normal_distribution<float> nd(0.0f, 3.0f);

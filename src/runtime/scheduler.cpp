@@ -39,6 +39,13 @@ Status Scheduler::check(const std::vector<int32_t>& prompt, const GenerationPara
                              std::to_string(cfg_.vocab_size) + ")");
     }
   }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= cfg_.vocab_size) {
+      return InvalidArgument("logit_bias token id " + std::to_string(id) +
+                             " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) +
+                             ")");
+    }
+  }
   const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
   if (total > max_model_len_) {
     return InvalidArgument("this model's maximum context length is " +
@@ -231,19 +238,38 @@ void Scheduler::prepare_sampling(Request* r, bool device, RowSampling* s) {
   d.seed = r->sample_seed;
   d.counter = static_cast<uint64_t>(r->num_output());
   d.vocab_limit = p.vocab_limit;
-  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {  // (token, count), distinct ids
-    std::vector<int32_t> sorted(generated.begin(), generated.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0; i < sorted.size();) {
-      size_t j = i;
-      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-      s->pen_tokens.push_back(sorted[i]);
-      s->pen_counts.push_back(static_cast<int32_t>(j - i));
-      i = j;
-    }
-  }
+  build_penalty_list(p, generated, s);
   d.penalty_tokens = s->pen_tokens;
   d.penalty_counts = s->pen_counts;
+  d.penalty_bias = s->pen_bias;
+}
+
+// The device sampler's per-id adjustments: (token, count, bias) with distinct tokens, the
+// generated ids (counts, when a penalty is set) merged with the logit_bias ids (count 0 unless
+// generated); pen_bias stays empty without logit_bias.
+void Scheduler::build_penalty_list(const GenerationParams& p, std::span<const int32_t> generated,
+                                   RowSampling* s) {
+  std::vector<int32_t> sorted;
+  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
+    sorted.assign(generated.begin(), generated.end());
+  }
+  for (const auto& [id, bias] : p.logit_bias) sorted.push_back(id);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+    s->pen_tokens.push_back(sorted[i]);
+    s->pen_counts.push_back(static_cast<int32_t>(j - i));
+    i = j;
+  }
+  if (p.logit_bias.empty()) return;
+  s->pen_bias.assign(s->pen_tokens.size(), 0.f);
+  for (const auto& [id, bias] : p.logit_bias) {
+    const size_t k = static_cast<size_t>(
+        std::lower_bound(s->pen_tokens.begin(), s->pen_tokens.end(), id) - s->pen_tokens.begin());
+    s->pen_bias[k] = bias;
+    --s->pen_counts[k];  // the bias entry itself is not a generated token
+  }
 }
 
 Result<SampledToken> Scheduler::sample_on_host(Request* r, std::span<const float> logits,

@@ -83,8 +83,11 @@ class Scheduler {
     std::optional<std::vector<int32_t>> allowed;  // TokenConstraint restriction (host path)
     DeviceSampling dev;
     std::vector<int32_t> pen_tokens, pen_counts;  // dev.penalty_* view these
+    std::vector<float> pen_bias;                  // dev.penalty_bias views it (logit_bias)
   };
   void prepare_sampling(Request* r, bool device, RowSampling* s);
+  static void build_penalty_list(const GenerationParams& p, std::span<const int32_t> generated,
+                                 RowSampling* s);
   Result<SampledToken> sample_on_host(Request* r, std::span<const float> logits,
                                       const RowSampling& s, TokenSampler& sampler);
   // Applies a sampled token (or the sampling error) to r; true when r finished.

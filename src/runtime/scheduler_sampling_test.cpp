@@ -46,7 +46,8 @@ class DeviceFake final : public ModelRunner {
       const DeviceSampling& d = *c.sampling;
       Logged l{d,
                {d.penalty_tokens.begin(), d.penalty_tokens.end()},
-               {d.penalty_counts.begin(), d.penalty_counts.end()}};
+               {d.penalty_counts.begin(), d.penalty_counts.end()},
+               {d.penalty_bias.begin(), d.penalty_bias.end()}};
       std::vector<int32_t> generated;  // the counts expanded back into a token list
       for (size_t i = 0; i < l.tokens.size(); ++i)
         generated.insert(generated.end(), l.counts[i], l.tokens[i]);
@@ -55,6 +56,9 @@ class DeviceFake final : public ModelRunner {
       p.presence_penalty = d.presence_penalty, p.frequency_penalty = d.frequency_penalty;
       p.top_logprobs = d.top_logprobs, p.logprobs = d.top_logprobs > 0;
       p.vocab_limit = d.vocab_limit;
+      for (size_t i = 0; i < l.bias.size(); ++i) {
+        if (l.bias[i] != 0.f) p.logit_bias.emplace_back(l.tokens[i], l.bias[i]);
+      }
       std::mt19937_64 rng(0);
       auto t = sample_token(r, p, generated, rng);
       GS_RETURN_IF_ERROR(t.status());
@@ -67,6 +71,7 @@ class DeviceFake final : public ModelRunner {
   struct Logged {
     DeviceSampling d;
     std::vector<int32_t> tokens, counts;
+    std::vector<float> bias;  // empty without logit_bias
   };
   std::vector<Logged> log;
   int64_t fail_counter = -1;  // report a non-finite row for this output index
@@ -152,6 +157,13 @@ TEST(SchedulerSampling, DeviceAndHostPathsAgreeOnGreedy) {
     params[i].frequency_penalty = (i % 4) * 0.4;
     params[i].logprobs = i % 2 == 0;
     params[i].top_logprobs = static_cast<int64_t>(i % 6);
+    if (i % 4 == 1) {  // a few random biases (ids beyond vocab_limit included: still masked)
+      for (int k = 0; k < 4; ++k) {
+        const int32_t id = static_cast<int32_t>(k * 75 + rng() % 75);
+        params[i].logit_bias.emplace_back(id, static_cast<float>(rng() % 2001) / 10.f - 100.f);
+      }
+    }
+    if (i % 8 == 3) params[i].logit_bias = {{static_cast<int32_t>(rng() % 200), 100.f}};
   }
   SchedulerOptions o;
   o.max_num_batched_tokens = 64;
@@ -168,6 +180,9 @@ TEST(SchedulerSampling, DeviceAndHostPathsAgreeOnGreedy) {
     for (size_t j = 0; j < a.tokens[i].size(); ++j) {
       EXPECT_EQ(a.tokens[i][j].token, b.tokens[i][j].token) << i << "/" << j;
       EXPECT_LT(a.tokens[i][j].token, 200) << "vocab_limit";
+      if (i % 8 == 3) {  // +100 outweighs the fake logits (and any penalty): always that id
+        EXPECT_EQ(a.tokens[i][j].token, params[i].logit_bias[0].first) << i << "/" << j;
+      }
       EXPECT_FLOAT_EQ(a.tokens[i][j].logprob, b.tokens[i][j].logprob);
       ASSERT_EQ(a.tokens[i][j].top.size(), b.tokens[i][j].top.size());
       EXPECT_EQ(a.tokens[i][j].top.size(), params[i].logprobs ? params[i].top_logprobs : 0);
@@ -176,6 +191,7 @@ TEST(SchedulerSampling, DeviceAndHostPathsAgreeOnGreedy) {
     EXPECT_EQ(a.ends[i].reason, FinishReason::kLength);
   }
   // Every device request carries the request's params, the output index and distinct ids.
+  int64_t biased = 0;
   for (const auto& l : dev.log) {
     EXPECT_EQ(l.d.vocab_limit, 200);
     std::vector<int32_t> sorted = l.tokens;
@@ -186,9 +202,34 @@ TEST(SchedulerSampling, DeviceAndHostPathsAgreeOnGreedy) {
     if (l.d.presence_penalty != 0 || l.d.frequency_penalty != 0) {
       EXPECT_EQ(n, static_cast<int64_t>(l.d.counter)) << "penalty counts = tokens generated";
     }
+    if (!l.bias.empty()) ++biased;
+    EXPECT_TRUE(l.bias.empty() || l.bias.size() == l.tokens.size());
   }
+  EXPECT_GT(biased, 0) << "logit_bias reaches the device path";
   std::printf("%lld tokens identical on both paths, %zu device rows\n", (long long)tokens,
               dev.log.size());
+}
+
+TEST(SchedulerSampling, LogitBiasOutsideTheVocabularyIsRejected) {
+  const ModelConfig cfg = fake_model_config(kVocab, kWindow, 4096);
+  FakeRunner runner(cfg, KvCacheSpec{8, 200, 200});
+  Scheduler sched(cfg, runner.kv_spec(), SchedulerOptions{}, nullptr);
+  for (auto [bias, want] : std::vector<std::pair<std::pair<int32_t, float>, const char*>>{
+           {{static_cast<int32_t>(kVocab), 1.f}, "outside the vocabulary"},
+           {{-1, 1.f}, "negative"},
+           {{5, 100.5f}, "[-100, 100]"},
+           {{5, NAN}, "[-100, 100]"}}) {
+    auto r = std::make_unique<Request>();
+    r->tokens = {1, 2, 3};
+    r->params.logit_bias = {bias};
+    const Status st = sched.add(std::move(r));
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+  }
+  auto r = std::make_unique<Request>();
+  r->tokens = {1, 2, 3};
+  r->params.logit_bias = {{7, 1.f}, {7, 2.f}};
+  EXPECT_NE(sched.add(std::move(r)).message().find("twice"), std::string::npos);
 }
 
 TEST(SchedulerSampling, SeedsAndCountersReachTheDevice) {

@@ -1,6 +1,8 @@
 #include "server/params.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace gossamer::server {
 
@@ -96,6 +98,39 @@ bool get_logprobs(const json& b, Endpoint ep, GenerationParams* g, ApiError* err
   return true;
 }
 
+// logit_bias: {"<token id>": bias in [-100, 100], ...}, at most kMaxLogitBias entries. Ids are
+// checked against the vocabulary when the request is submitted (Scheduler::check).
+bool get_logit_bias(const json& b, GenerationParams* g, ApiError* err) {
+  constexpr size_t kMaxLogitBias = 1024;
+  auto it = b.find("logit_bias");
+  if (it == b.end() || it->is_null()) return true;
+  if (!it->is_object() || it->size() > kMaxLogitBias) {
+    *err = bad_request("'logit_bias' must be an object of at most " +
+                           std::to_string(kMaxLogitBias) + " token id -> bias entries",
+                       "logit_bias");
+    return false;
+  }
+  for (const auto& [key, v] : it->items()) {
+    const bool digits =
+        !key.empty() && key.size() <= 9 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      *err =
+          bad_request("'logit_bias' keys must be token ids (decimal integers), got \"" + key + "\"",
+                      "logit_bias");
+      return false;
+    }
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < -100 ||
+        v.get<double>() > 100) {
+      *err = bad_request("'logit_bias' value for token " + key + " must be a number in [-100, 100]",
+                         "logit_bias");
+      return false;
+    }
+    g->logit_bias.emplace_back(std::stoi(key), static_cast<float>(v.get<double>()));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_tokens,
@@ -117,6 +152,7 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
   if (!get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &seed_given, err)) return false;
   if (seed_given) g.seed = static_cast<uint64_t>(seed);
   if (!get_logprobs(b, ep, &g, err)) return false;
+  if (!get_logit_bias(b, &g, err)) return false;
   const char* max_keys[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
   g.max_tokens = default_max_tokens;
   for (const char* k : max_keys) {

@@ -65,7 +65,8 @@ TEST(Params, ParsesAndValidatesFields) {
   json b = json::parse(R"({"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.1,"seed":7,
       "max_completion_tokens":33,"stop":["a","b"],"n":2,"stream":true,
       "stream_options":{"include_usage":true},"logprobs":true,"top_logprobs":3,
-      "presence_penalty":0.5,"frequency_penalty":-0.5,"ignore_eos":true})");
+      "presence_penalty":0.5,"frequency_penalty":-0.5,"ignore_eos":true,
+      "logit_bias":{"50256":-100,"7":2.5}})");
   ASSERT_TRUE(parse_request_options(b, Endpoint::kChat, 100, &ro, &err)) << err.message;
   EXPECT_DOUBLE_EQ(ro.gen.temperature, 0.5);
   EXPECT_EQ(ro.gen.top_k, 40);
@@ -76,6 +77,8 @@ TEST(Params, ParsesAndValidatesFields) {
   EXPECT_TRUE(ro.stream && ro.include_usage && ro.gen.logprobs);
   EXPECT_EQ(ro.gen.top_logprobs, 3);
   EXPECT_TRUE(ro.ignore_eos);
+  using Bias = std::vector<std::pair<int32_t, float>>;
+  EXPECT_EQ(ro.gen.logit_bias, (Bias{{50256, -100.f}, {7, 2.5f}}));
   RequestOptions d;
   ASSERT_TRUE(parse_request_options(json::object(), Endpoint::kChat, 100, &d, &err));
   EXPECT_EQ(d.gen.max_tokens, 100);
@@ -99,6 +102,14 @@ TEST(Params, RejectsWrongTypesAndRanges) {
       {R"({"stream_options":3})", "stream_options"},
       {R"({"seed":"x"})", "seed"},
       {R"({"ignore_eos":1})", "ignore_eos"},
+      {R"({"logit_bias":[1]})", "logit_bias"},
+      {R"({"logit_bias":{"x":1}})", "logit_bias"},
+      {R"({"logit_bias":{"-5":1}})", "logit_bias"},
+      {R"({"logit_bias":{"1e3":1}})", "logit_bias"},
+      {R"({"logit_bias":{"12":"1"}})", "logit_bias"},
+      {R"({"logit_bias":{"12":100.5}})", "logit_bias"},
+      {R"({"logit_bias":{"12":-101}})", "logit_bias"},
+      {R"({"logit_bias":{"99999999999":1}})", "logit_bias"},
   };
   for (auto& [body, field] : bad) {
     RequestOptions ro;

@@ -257,6 +257,43 @@ def test_completions_text_ids_stream_and_stop(client, tokenizer_json):
         assert r3.choices[0].finish_reason == "stop"
 
 
+def test_logit_bias(client, tokenizer_json):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    (banana,) = tok.encode(" banana").ids
+    base = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=6,
+                                     temperature=0)
+    # +100 outweighs the demo model's logits: every token is the biased one, greedy or sampled.
+    for temperature in (0, 1):
+        r = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=6,
+                                      temperature=temperature, logprobs=1,
+                                      logit_bias={str(banana): 100})
+        assert r.choices[0].text == tok.decode([banana] * 6), r.choices[0].text
+        assert r.choices[0].logprobs.tokens == [" banana"] * 6
+    # A bias on ids the greedy text never uses leaves it unchanged; a ban changes it.
+    unused = [i for i in range(1000, 1010) if tok.decode([i]) not in base.choices[0].text]
+    r = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=6,
+                                  temperature=0, logit_bias={str(i): -100 for i in unused})
+    assert r.choices[0].text == base.choices[0].text
+    first = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=1,
+                                      temperature=0, logprobs=0)
+    s0 = first.choices[0].logprobs.tokens[0]
+    ids0 = tok.encode(s0).ids
+    if len(ids0) == 1 and tok.decode(ids0) == s0:
+        r = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=1,
+                                      temperature=0, logprobs=0,
+                                      logit_bias={str(ids0[0]): -100})
+        assert r.choices[0].logprobs.tokens[0] != s0
+    # Chat takes the same field; ids outside the vocabulary and bad values are 400s.
+    chat = client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=3,
+                                          temperature=0, logit_bias={str(banana): 100})
+    assert chat.usage.completion_tokens == 3
+    for bias in ({"300000": 1}, {"5": 101}, {"five": 1}):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model=MODEL, prompt="x", max_tokens=2, logit_bias=bias)
+        assert "logit_bias" in str(e.value)
+
+
 def test_responses_api(client):
     r = client.responses.create(model=MODEL, input="Say hi", max_output_tokens=16,
                                 instructions="Be brief.", temperature=0)

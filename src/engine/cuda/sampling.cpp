@@ -3,6 +3,7 @@
 // replay, on the same stream); only SampleRowOut records come back. Rows without sampling have
 // their logits rows copied to StepOutput::logits as before.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -42,7 +43,9 @@ struct SamplingState {
   Mirror<kern::SampleRowParams> rows;  // [logits rows of the step]
   Mirror<kern::SampleRowOut> outs;     // [logits rows of the step]
   Mirror<int32_t> pen;                 // tokens then counts, [2 * pairs]
-  void* ws = nullptr;                  // kern::sample_workspace_bytes(rows) (device)
+  Mirror<float> bias;                  // [pairs] logit_bias per pair (when any row has one)
+  bool any_bias = false;
+  void* ws = nullptr;  // kern::sample_workspace_bytes(rows) (device)
   size_t ws_bytes = 0;
   Status reserve_ws(int64_t n_rows) {
     const size_t need = kern::sample_workspace_bytes(static_cast<int>(n_rows));
@@ -57,6 +60,7 @@ struct SamplingState {
     rows.release();
     outs.release();
     pen.release();
+    bias.release();
     if (ws) cudaFree(ws);
   }
 };
@@ -71,8 +75,14 @@ namespace {
 Result<kern::SampleRowParams> row_params(const DeviceSampling& d, size_t ci, int64_t vocab,
                                          int32_t pen_offset) {
   const std::string ctx = "step: chunk " + std::to_string(ci) + ": ";
-  if (d.penalty_tokens.size() != d.penalty_counts.size()) {
-    return InvalidArgument(ctx + "sampling penalty_tokens and penalty_counts differ in length");
+  if (d.penalty_tokens.size() != d.penalty_counts.size() ||
+      (!d.penalty_bias.empty() && d.penalty_bias.size() != d.penalty_tokens.size())) {
+    return InvalidArgument(ctx +
+                           "sampling penalty_tokens, penalty_counts and penalty_bias "
+                           "differ in length");
+  }
+  for (float b : d.penalty_bias) {
+    if (!std::isfinite(b)) return InvalidArgument(ctx + "sampling logit_bias is not finite");
   }
   if (d.top_k < 0 || d.top_k > vocab) return InvalidArgument(ctx + "sampling top_k out of range");
   kern::SampleRowParams r;
@@ -119,6 +129,7 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
   out->sampled.clear();
   std::vector<kern::SampleRowParams> rp;
   std::vector<int32_t> toks, counts;
+  std::vector<float> bias;  // aligned with toks
   int64_t host_rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SeqChunk& c = chunks[i];
@@ -141,6 +152,9 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
       toks.insert(toks.end(), c.sampling->penalty_tokens.begin(), c.sampling->penalty_tokens.end());
       counts.insert(counts.end(), c.sampling->penalty_counts.begin(),
                     c.sampling->penalty_counts.end());
+      const std::span<const float> b = c.sampling->penalty_bias;
+      if (b.empty()) bias.resize(toks.size(), 0.f);
+      bias.insert(bias.end(), b.begin(), b.end());
       st.dest.push_back(-1 - st.device_rows++);
       rp.push_back(r);
     }
@@ -167,6 +181,13 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
                                    cudaMemcpyHostToDevice, stream));
   }
   st.pen_pairs = static_cast<int64_t>(toks.size());
+  st.any_bias = std::any_of(bias.begin(), bias.end(), [](float b) { return b != 0.f; });
+  if (st.any_bias) {
+    GS_RETURN_IF_ERROR(st.bias.reserve(bias.size(), "sampling logit_bias lists"));
+    std::copy(bias.begin(), bias.end(), st.bias.host);
+    GS_CUDA_RETURN(cudaMemcpyAsync(st.bias.dev, st.bias.host, bias.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, stream));
+  }
   return Status::Ok();
 }
 
@@ -194,6 +215,7 @@ Status CudaModelRunner::Impl::after_forward(int64_t first, int n, StepOutput* ou
   p.row = st.rows.dev + first;
   p.pen_tokens = st.pen.dev;
   p.pen_counts = st.pen.dev + st.pen_pairs;
+  p.pen_bias = st.any_bias ? st.bias.dev : nullptr;
   p.out = st.outs.dev + first;
   p.rows = n;
   p.vocab = static_cast<int>(V);

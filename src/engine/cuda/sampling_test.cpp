@@ -110,6 +110,29 @@ TEST(CudaSampling, MatchesTheRunnersLogits) {
     num += std::pow(double(mixed.logits[i]) - row0[i], 2), den += std::pow(double(row0[i]), 2);
   }
   EXPECT_LT(std::sqrt(num / den), 1e-6) << "the host row of a mixed step";
+  // logit_bias lists: chunk 0 penalises its two best ids (no bias: zeros in the step's bias
+  // array), chunk 1 lifts its worst id by 100 (count 0) after chunk 0's pairs.
+  std::vector<int32_t> order0(static_cast<size_t>(V));
+  std::iota(order0.begin(), order0.end(), 0);
+  std::sort(order0.begin(), order0.end(), [&](int32_t x, int32_t y) {
+    return row0[x] > row0[y] || (row0[x] == row0[y] && x < y);
+  });
+  std::vector<int32_t> pen_t = {std::min(order0[0], order0[1]), std::max(order0[0], order0[1])};
+  std::vector<int32_t> pen_c = {1, 1}, bias_t = {0}, bias_c = {0};
+  const auto worst1 = std::min_element(row1.begin(), row1.end()) - row1.begin();
+  bias_t[0] = static_cast<int32_t>(worst1);
+  std::vector<float> bias_v = {100.f};
+  DeviceSampling pg, bg;
+  pg.temperature = 0, pg.presence_penalty = 1000, pg.penalty_tokens = pen_t;
+  pg.penalty_counts = pen_c;
+  bg.temperature = 0, bg.penalty_tokens = bias_t, bg.penalty_counts = bias_c;
+  bg.penalty_bias = bias_v;
+  chunks[0].sampling = &pg, chunks[1].sampling = &bg;
+  StepOutput biased;
+  ASSERT_TRUE(s.r->step(chunks, &biased).ok());
+  ASSERT_EQ(biased.sampled.size(), 2u);
+  EXPECT_EQ(biased.sampled[0].token, order0[2]) << "penalties without a bias list";
+  EXPECT_EQ(biased.sampled[1].token, worst1) << "logit_bias +100 on the lowest logit";
 }
 
 TEST(CudaSampling, RejectsBadRequests) {

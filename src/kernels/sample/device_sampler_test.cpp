@@ -21,11 +21,14 @@ constexpr int kV = 201088;
 // One row's request for both samplers.
 struct RowCase {
   SampleRowParams dev;
-  std::vector<int32_t> generated;  // for the CPU sampler's penalties
+  std::vector<int32_t> generated;               // for the CPU sampler's penalties
+  std::vector<std::pair<int32_t, float>> bias;  // logit_bias (distinct ids)
 };
 
-GenerationParams cpu_params(const SampleRowParams& d) {
+GenerationParams cpu_params(const RowCase& c) {
+  const SampleRowParams& d = c.dev;
   GenerationParams p;
+  p.logit_bias = c.bias;
   p.temperature = d.temperature;
   p.top_p = d.top_p;
   p.min_p = d.min_p;
@@ -48,27 +51,33 @@ DevResult run_device(const std::vector<float>& logits, std::vector<RowCase> case
                      bool debug) {
   const int rows = static_cast<int>(cases.size());
   std::vector<int32_t> toks, counts;
+  std::vector<float> bias;  // aligned with toks
   std::vector<SampleRowParams> rp;
   for (auto& c : cases) {
-    std::map<int32_t, int32_t> cnt;
-    for (int32_t t : c.generated) ++cnt[t];
+    std::map<int32_t, std::pair<int32_t, float>> cnt;  // id -> (count, bias)
+    for (int32_t t : c.generated) ++cnt[t].first;
+    for (auto [t, b] : c.bias) cnt[t].second = b;
     c.dev.pen_offset = static_cast<int32_t>(toks.size());
     c.dev.pen_count = static_cast<int32_t>(cnt.size());
-    for (auto [t, n] : cnt) toks.push_back(t), counts.push_back(n);
+    for (auto [t, nb] : cnt)
+      toks.push_back(t), counts.push_back(nb.first), bias.push_back(nb.second);
     EXPECT_TRUE(c.dev.validate(V).ok());
     rp.push_back(c.dev);
   }
-  toks.push_back(0), counts.push_back(0);  // never empty
-  DevBuf<float> dl(logits.size()), dp(debug ? logits.size() : 0);
+  toks.push_back(0), counts.push_back(0), bias.push_back(0.f);  // never empty
+  const bool any_bias =
+      std::any_of(cases.begin(), cases.end(), [](auto& c) { return !c.bias.empty(); });
+  DevBuf<float> dl(logits.size()), dp(debug ? logits.size() : 0), db(bias.size());
   DevBuf<SampleRowParams> drp(rows);
   DevBuf<int32_t> dt(toks.size()), dc(counts.size());
   DevBuf<SampleRowOut> dout(rows);
-  dl.upload(logits), drp.upload(rp), dt.upload(toks), dc.upload(counts);
+  dl.upload(logits), drp.upload(rp), dt.upload(toks), dc.upload(counts), db.upload(bias);
   dout.poison();
   DevBuf<uint8_t> ws(sample_workspace_bytes(rows));
   ws.poison();  // the kernels must not depend on its contents
   SampleParams p{dl.get(), drp.get(), dt.get(), dc.get(), dout.get(), dp.get(),
                  rows,     V,         V,        ws.get(), ws.bytes()};
+  p.pen_bias = any_bias ? db.get() : nullptr;
   EXPECT_TRUE(launch_sample(p, 0).ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return {dout.download(), debug ? dp.download() : std::vector<float>{}};
@@ -138,15 +147,24 @@ void survivors_match_cpu(int V, const char* what) {
   for (Shape s : {Shape::kNormal, Shape::kPeaked, Shape::kFlat, Shape::kTies}) {
     for (auto p : params) {
       p.top_logprobs = static_cast<int32_t>(cases.size() % 4 == 1 ? 5 : 0);
-      cases.push_back({p, {}}), shapes.push_back(s);
+      cases.push_back({p, {}, {}}), shapes.push_back(s);
     }
   }
-  RowCase pen{rowp(0.8f, 100, 0.97f, 0.f), {}};  // penalties
+  RowCase pen{rowp(0.8f, 100, 0.97f, 0.f), {}, {}};  // penalties
   pen.dev.presence = 0.5f, pen.dev.frequency = 0.75f;
   for (int i = 0; i < 300; ++i) pen.generated.push_back(static_cast<int32_t>(rng() % 64) * 7);
   cases.push_back(pen), shapes.push_back(Shape::kPeaked);
+  RowCase biased{rowp(1.f, 0, 0.95f, 0.f), {}, {}};  // logit_bias with and without penalties
+  for (int i = 0; i < 40; ++i) {
+    biased.bias.emplace_back(static_cast<int32_t>(i * (V / 40) + rng() % (V / 40)),
+                             static_cast<float>(rng() % 2001) / 100.f - 10.f);
+  }
+  cases.push_back(biased), shapes.push_back(Shape::kNormal);
+  biased.dev.presence = 0.5f, biased.dev.frequency = 0.25f;
+  for (int i = 0; i < 100; ++i) biased.generated.push_back(biased.bias[rng() % 40].first);
+  cases.push_back(biased), shapes.push_back(Shape::kNormal);
   if (V == kV) {
-    RowCase lim{rowp(1.f, 0, 0.99f, 0.f), {}};
+    RowCase lim{rowp(1.f, 0, 0.99f, 0.f), {}, {}};
     lim.dev.vocab_limit = 200019;
     cases.push_back(lim), shapes.push_back(Shape::kPaddingMax);
     lim.dev.temperature = 0.f;
@@ -164,7 +182,7 @@ void survivors_match_cpu(int V, const char* what) {
   int flips = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     std::span<const float> row(logits.data() + i * V, V);
-    const GenerationParams cp = cpu_params(cases[i].dev);
+    const GenerationParams cp = cpu_params(cases[i]);
     auto want = sampling_distribution(row, cp, cases[i].generated);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     std::vector<int32_t> ids;
@@ -221,7 +239,7 @@ TEST(DeviceSampler, DrawsFollowTheDistribution) {
   const std::vector<float> row = make_row(rng, Shape::kNormal, kV);
   for (const SampleRowParams& base :
        {rowp(1.f, 40, 1.f, 0.f), rowp(0.9f, 0, 0.8f, 0.02f), rowp(1.f, 0, 1.f, 0.f)}) {
-    const GenerationParams cp = cpu_params(base);
+    const GenerationParams cp = cpu_params(RowCase{base, {}, {}});
     auto want = sampling_distribution(row, cp, {});
     ASSERT_TRUE(want.ok());
     // One upload of kRows copies of the row; launches differ only in the counters (no
@@ -279,7 +297,7 @@ TEST(DeviceSampler, GreedySeedsLogprobsPenalties) {
   std::vector<float> logits;
   for (int i = 0; i < 12; ++i) {
     auto r = make_row(rng, i % 3 == 0 ? Shape::kTies : Shape::kNormal, kV);
-    RowCase c{rowp(i < 6 ? 0.f : 1.f, 0, 1.f, 0.f), {}};
+    RowCase c{rowp(i < 6 ? 0.f : 1.f, 0, 1.f, 0.f), {}, {}};
     if (i == 8) c.dev.top_k = 40;  // filtered draws: the alternatives from the candidates
     if (i == 9) c.dev.top_p = 0.9f, c.dev.min_p = 0.05f;
     c.dev.top_logprobs = 1 + i % kMaxTopLogprobs;
@@ -289,6 +307,8 @@ TEST(DeviceSampler, GreedySeedsLogprobsPenalties) {
       r[11] = 1000.f, r[12] = 999.f;
       c.dev.presence = 2.f, c.generated = {11};
     }
+    if (i == 3) c.bias = {{kV - 1, 100.f}, {5, -100.f}};  // +100 wins over a normal row
+    if (i == 10) c.bias = {{12345, 100.f}};               // also when sampling (T = 1)
     if (i == 4) {
       c.dev.frequency = 0.5f;
       for (int j = 0; j < 200; ++j) c.generated.push_back(static_cast<int32_t>(rng() % 1000));
@@ -302,7 +322,7 @@ TEST(DeviceSampler, GreedySeedsLogprobsPenalties) {
   std::vector<double> lp_ref;
   for (size_t i = 0; i < cases.size(); ++i) {
     std::span<const float> row(logits.data() + i * kV, kV);
-    const GenerationParams cp = cpu_params(cases[i].dev);
+    const GenerationParams cp = cpu_params(cases[i]);
     std::mt19937_64 unused(0);
     auto ref = sample_token(row, cp, cases[i].generated, unused);
     ASSERT_TRUE(ref.ok());
@@ -315,6 +335,12 @@ TEST(DeviceSampler, GreedySeedsLogprobsPenalties) {
     }
     if (i == 2) {
       EXPECT_EQ(a.out[i].token, 12);
+    }
+    if (i == 3) {
+      EXPECT_EQ(a.out[i].token, kV - 1);
+    }
+    if (i == 10) {
+      EXPECT_EQ(a.out[i].token, 12345);
     }
     // Logprob of the device's token and the top alternatives against CPU log_softmax.
     GenerationParams greedy = cp;
@@ -351,7 +377,7 @@ TEST(DeviceSampler, NonFiniteRowsAndBadParams) {
   logits[17] = NAN;
   logits[1000 + 5] = INFINITY;
   std::fill(logits.begin() + 2000, logits.end(), -INFINITY);
-  std::vector<RowCase> cases(3, RowCase{rowp(1.f, 0, 1.f, 0.f), {}});
+  std::vector<RowCase> cases(3, RowCase{rowp(1.f, 0, 1.f, 0.f), {}, {}});
   const DevResult d = run_device(logits, cases, 1000, true);
   EXPECT_EQ(d.out[0].status, kSampleNonFinite);
   EXPECT_EQ(d.out[1].status, kSampleNonFinite);

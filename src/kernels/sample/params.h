@@ -37,7 +37,8 @@ std::vector<int32_t> argmax_ref(const std::vector<float>& logits, int batch, int
 
 // ---- Full sampling on the device (sampler.cu / finish.cu; see sample_core.cuh) ----
 // Per row, the reference CPU sampler's rule (runtime/sampler.h): z = logits with ids >=
-// vocab_limit masked and presence/frequency penalties from the row's (token, count) list;
+// vocab_limit masked, plus the logit_bias and minus the presence/frequency penalties of the
+// row's (token, count[, bias]) list: z[t] = (z[t] + bias) - (presence + frequency * count);
 // logprobs from log_softmax(z); temperature 0 = argmax (lowest id on ties); otherwise
 // w = exp((z - max z) / T), the top_k largest (ties: lower id first), the shortest prefix of
 // those reaching top_p of their mass, those with w >= min_p; one draw over the survivors from
@@ -75,7 +76,7 @@ struct SampleRowOut {
 };
 
 struct SampleParams {
-  float* logits = nullptr;               // [rows, ld] f32; penalties are applied IN PLACE
+  float* logits = nullptr;               // [rows, ld] f32; bias / penalties applied IN PLACE
   const SampleRowParams* row = nullptr;  // [rows] (device)
   const int32_t* pen_tokens = nullptr;   // [total pairs] distinct ids per row (device)
   const int32_t* pen_counts = nullptr;   // [total pairs]
@@ -84,6 +85,7 @@ struct SampleParams {
   int rows = 0, vocab = 0, ld = 0;
   void* workspace = nullptr;   // sample_workspace_bytes(rows) of device memory (no init needed;
   size_t workspace_bytes = 0;  // one launch at a time per workspace)
+  const float* pen_bias = nullptr;  // [total pairs] or null: logit_bias added per pair (device)
   Status validate() const;
 };
 

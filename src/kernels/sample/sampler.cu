@@ -41,7 +41,11 @@ __global__ void __launch_bounds__(kPT) sample_stats(SampleParams p) {
   if (rp.pen_count > 0 && lo < V) {  // distinct ids; each block the ones in its slice
     for (int j = tid; j < rp.pen_count; j += kPT) {
       const int t = p.pen_tokens[rp.pen_offset + j], c = p.pen_counts[rp.pen_offset + j];
-      if (t >= lo && t < hi && c > 0) z[t] -= rp.presence + rp.frequency * static_cast<float>(c);
+      const float b = p.pen_bias ? p.pen_bias[rp.pen_offset + j] : 0.f;
+      if (t < lo || t >= hi || (c <= 0 && b == 0.f)) continue;
+      float v = b != 0.f ? z[t] + b : z[t];
+      if (c > 0) v -= rp.presence + rp.frequency * static_cast<float>(c);
+      z[t] = v;
     }
     __syncthreads();
   }
