@@ -324,6 +324,7 @@ Result<ChatRequest> parse_chat_request(const Json& request) {
   GS_RETURN_IF_ERROR(parse_effort(request, out));
   GS_RETURN_IF_ERROR(parse_tools(request, out));
   GS_RETURN_IF_ERROR(parse_tool_choice(request, out));
+  GS_ASSIGN_OR_RETURN(out.response_format, parse_response_format(request));
   auto msgs = request.find("messages");
   if (msgs == request.end()) return InvalidArgument("messages: missing");
   if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);

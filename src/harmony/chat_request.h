@@ -48,6 +48,26 @@ struct FunctionTool {
 
 enum class ToolChoiceMode { kAuto, kNone, kRequired, kNamed };
 
+// `response_format` (structured output). json_schema is rendered at the end of the developer
+// message (harmony docs/format.md, "Structured output"):
+//   "# Response Formats\n\n## NAME\n\n// DESCRIPTION\nSCHEMA" (no "// ..." line without a
+// description; SCHEMA as compact JSON in the request's key order). json_object adds nothing to
+// the prompt. Enforcing the format while sampling is the server's job (server/json_constraint.h).
+struct ResponseFormat {
+  enum class Kind { kText, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kText;
+  std::string name;                              // json_schema: [A-Za-z0-9_-]{1,64}
+  std::string description;                       // "" when absent
+  std::optional<nlohmann::ordered_json> schema;  // json_schema; absent = any JSON value
+  bool strict = false;                           // accepted; the format is always enforced
+};
+
+// Parses `response_format` ({"type": "text" | "json_object" | "json_schema", "json_schema":
+// {"name", "description"?, "schema"?, "strict"?}}); absent / null = text. Errors name the path.
+Result<ResponseFormat> parse_response_format(const nlohmann::ordered_json& request);
+// The developer-message section for a json_schema format ("" for text / json_object).
+std::string response_format_section(const ResponseFormat& f);
+
 // The parts of a Chat Completions request that shape the prompt.
 struct ChatRequest {
   ReasoningEffort effort = ReasoningEffort::kMedium;
@@ -58,6 +78,7 @@ struct ChatRequest {
   // synthesized system / developer messages, which the renderer adds).
   std::vector<HarmonyMessage> turns;
   std::optional<std::string> instructions;  // leading system/developer texts joined by "\n\n"
+  ResponseFormat response_format;
 
   bool tools_visible() const { return !tools.empty() && tool_choice != ToolChoiceMode::kNone; }
   Status validate() const;

@@ -111,13 +111,16 @@ std::string render_developer_text(const ChatRequest& req) {
     sections.push_back(*req.instructions);
   }
   if (req.tools_visible()) sections.push_back(tools_section(req.tools));
+  const std::string formats = response_format_section(req.response_format);
+  if (!formats.empty()) sections.push_back(formats);
   return join(sections, "\n\n");
 }
 
 std::vector<HarmonyMessage> build_conversation(const ChatRequest& req, const RenderOptions& opt) {
   std::vector<HarmonyMessage> msgs;
   msgs.push_back(make(Role::kSystem, render_system_text(req, opt)));
-  if (req.instructions || req.tools_visible()) {
+  if (req.instructions || req.tools_visible() ||
+      req.response_format.kind == ResponseFormat::Kind::kJsonSchema) {
     msgs.push_back(make(Role::kDeveloper, render_developer_text(req)));
   }
   msgs.insert(msgs.end(), req.turns.begin(), req.turns.end());

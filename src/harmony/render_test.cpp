@@ -69,6 +69,33 @@ TEST(HarmonyRender, SystemAndDeveloperText) {
             "// Does f.\n// Twice.\ntype f = () => any;\n\n} // namespace functions");
 }
 
+TEST(HarmonyRender, ResponseFormatEndsTheDeveloperMessage) {
+  // harmony docs/format.md, "Structured output": "# Response Formats\n\n## {format name}\n\n
+  // // {description or context}\n{schema}" at the end of the developer message.
+  auto req = parse_chat_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"shopping_list",
+      "description":"Entries to buy","strict":true,"schema":{"type":"object",
+      "properties":{"items":{"type":"array","items":{"type":"string"}}}}}}})"));
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_EQ(render_developer_text(*req),
+            "# Response Formats\n\n## shopping_list\n\n// Entries to buy\n{\"type\":\"object\","
+            "\"properties\":{\"items\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}}");
+  EXPECT_EQ(build_conversation(*req, RenderOptions{}).size(), 3u) << "system, developer, user";
+  req = parse_chat_request(std::string(R"({"messages":[{"role":"system","content":"Be nice."},
+      {"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"n"}}})"));
+  ASSERT_TRUE(req.ok()) << req.status().ToString();
+  EXPECT_EQ(render_developer_text(*req),
+            "# Instructions\n\nBe nice.\n\n# Tools\n\n## functions\n\nnamespace functions {\n\n"
+            "type f = () => any;\n\n} // namespace functions\n\n# Response Formats\n\n## n\n\n{}");
+  for (const char* rf : {R"({"type":"json_object"})", R"({"type":"text"})", "null"}) {
+    req = parse_chat_request(std::string(R"({"messages":[{"role":"user","content":"hi"}],)") +
+                             R"("response_format":)" + rf + "}");
+    ASSERT_TRUE(req.ok()) << rf << ": " << req.status().ToString();
+    EXPECT_EQ(build_conversation(*req, RenderOptions{}).size(), 2u) << rf << ": no developer";
+  }
+}
+
 TEST(HarmonyRender, ToolCallSegmentsAndGenerationPrefix) {
   HarmonyMessage call{Role::kAssistant, "", "functions.f", "commentary", "<|constrain|>json", "{}"};
   HarmonyMessage result{Role::kTool, "functions.f", "assistant", "commentary", "", "ok"};
@@ -111,6 +138,16 @@ TEST(HarmonyRequest, ErrorsNameTheField) {
        "tools[0].type"},
       {R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":7}}]}]})",
        "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",
+       "response_format.type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":"json"})",
+       "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})",
+       "response_format.json_schema"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a b"}}})",
+       "response_format.json_schema.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":[1]}}})",
+       "response_format.json_schema.schema"},
       {R"([1,2])", "request"},
       {R"({"messages":[)", "invalid JSON at byte"},
   };
