@@ -51,6 +51,37 @@ Result<Steering> steering(Ctx& ctx, const harmony::ChatRequest& req, harmony::Re
   return s;
 }
 
+// response_format json_object / json_schema: the compiled schema (shared by the choices; each
+// choice gets its own JsonConstraint, which keeps the parse of its tokens). Not applied when a
+// tool call is forced (the output is then the call, steered by `steering`).
+struct Structured {
+  std::shared_ptr<const CompiledJsonSchema> schema;  // null: plain text
+  bool force_final = false;                          // no tools: the final channel follows <|end|>
+};
+
+Result<Structured> structured_output(const harmony::ChatRequest& req,
+                                     const harmony::RenderedPrompt& p) {
+  using Kind = harmony::ResponseFormat::Kind;
+  const harmony::ResponseFormat& f = req.response_format;
+  Structured s;
+  if (f.kind == Kind::kText || p.tool_call_required) return s;
+  const json any = true;
+  const json* schema = f.kind == Kind::kJsonObject ? nullptr : f.schema ? &*f.schema : &any;
+  GS_ASSIGN_OR_RETURN(s.schema, compile_json_schema(schema));
+  s.force_final = !req.tools_visible();
+  return s;
+}
+
+Result<std::shared_ptr<TokenConstraint>> json_constraint(Ctx& ctx, const Structured& s) {
+  GS_ASSIGN_OR_RETURN(auto pieces, token_pieces(ctx));
+  GS_ASSIGN_OR_RETURN(auto trie, token_trie(ctx));
+  JsonConstraintOptions o;
+  o.compiled = s.schema;
+  o.force_final_after_end = s.force_final;
+  GS_ASSIGN_OR_RETURN(auto c, JsonConstraint::create(*ctx.tok, pieces, trie, o));
+  return std::shared_ptr<TokenConstraint>(std::move(c));
+}
+
 json delta_json(const Delta& d) {
   json j;
   switch (d.kind) {
@@ -282,6 +313,12 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   if (!prompt.ok()) return *err = from_status(prompt.status()), false;
   Result<Steering> steer = steering(ctx, *creq, *prompt);
   if (!steer.ok()) return *err = from_status(steer.status()), false;
+  Result<Structured> structured = structured_output(*creq, *prompt);
+  if (!structured.ok()) {
+    *err = from_status(structured.status());
+    err->param = "response_format";
+    return false;
+  }
   std::vector<int32_t> ids = prompt->ids;
   ids.insert(ids.end(), steer->ids.begin(), steer->ids.end());
   const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
@@ -304,6 +341,11 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   for (int64_t i = 0; i < job->ro.n; ++i) {
     GenerationParams g = job->ro.gen;
     if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(i);
+    if (structured->schema) {
+      Result<std::shared_ptr<TokenConstraint>> c = json_constraint(ctx, *structured);
+      if (!c.ok()) return *err = from_status(c.status()), false;
+      g.constraint = *c;
+    }
     auto parser = harmony::StreamingParser::create(ctx.tok);
     if (!parser.ok()) return *err = from_status(parser.status()), false;
     auto stream = ctx.engine->submit(ids, g);

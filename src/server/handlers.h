@@ -13,6 +13,7 @@
 #include "runtime/engine.h"
 #include "server/chat_choice.h"
 #include "server/http_util.h"
+#include "server/json_constraint.h"
 #include "server/params.h"
 #include "server/peer_watch.h"
 #include "server/response_store.h"
@@ -33,10 +34,14 @@ struct Ctx {
   std::unique_ptr<ResponseStore> store;  // /v1/responses with store: true
   std::once_flag pieces_once;            // token_pieces() builds `pieces` on first use
   Result<std::shared_ptr<const TokenPieceIndex>> pieces{Internal("not built")};
+  std::once_flag trie_once;  // token_trie() builds `trie` on first use
+  Result<std::shared_ptr<const TokenTrie>> trie{Internal("not built")};
 };
 
 // The token index for grammar steering (built once, on first use; thread-safe).
 Result<std::shared_ptr<const TokenPieceIndex>> token_pieces(Ctx& ctx);
+// The token trie for structured output (built once, on first use; thread-safe).
+Result<std::shared_ptr<const TokenTrie>> token_trie(Ctx& ctx);
 // Watches the connection of a non-streaming request for a client that went away.
 PeerWatch watch_peer(const httplib::Request& req);
 // 504 with code "timeout": the request ran past --request-timeout (`generated` tokens so far).

@@ -79,6 +79,25 @@ bool input_items(const json& b, json* items, ApiError* err) {
   return true;
 }
 
+// text.format ({"type": "text" | "json_object" | "json_schema", "name", "schema", ...}) -> the
+// Chat request's response_format (checked there; errors name Chat's path, so say where).
+bool text_format(const json& b, json* chat, ApiError* err) {
+  auto t = b.find("text");
+  if (t == b.end() || t->is_null()) return true;
+  if (!t->is_object()) return fail(err, "'text' must be an object", "text");
+  auto f = t->find("format");
+  if (f == t->end() || f->is_null()) return true;
+  if (!f->is_object()) return fail(err, "'text.format' must be an object", "text.format");
+  if (f->value("type", "") != "json_schema") {
+    (*chat)["response_format"] = *f;
+    return true;
+  }
+  json js = *f;
+  js.erase("type");
+  (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
+  return true;
+}
+
 // Responses request (with its conversation `items`, earlier turns included) -> Chat request.
 // items[offset..] are this request's input (error messages index them as input[i]).
 bool to_chat(const json& b, const json& items, size_t offset, json* chat, ApiError* err) {
@@ -114,10 +133,12 @@ bool to_chat(const json& b, const json& items, size_t offset, json* chat, ApiErr
       (*chat)["tool_choice"] = *tc;
     }
   }
+  if (!text_format(b, chat, err)) return false;
   if (auto r = b.find("reasoning"); r != b.end() && r->is_object() && r->contains("effort")) {
     (*chat)["reasoning_effort"] = (*r)["effort"];
   }
-  for (const char* k : {"temperature", "top_p", "max_output_tokens", "stream", "seed"}) {
+  for (const char* k :
+       {"temperature", "top_p", "max_output_tokens", "stream", "seed", "logit_bias"}) {
     if (b.contains(k)) (*chat)[k] = b[k];
   }
   return true;
@@ -353,6 +374,10 @@ bool conversation(Ctx& ctx, const json& body, RespState& s, size_t* offset, ApiE
 }
 
 json base_response(Ctx& ctx, const json& body, const RespState& s) {
+  json text = {{"format", {{"type", "text"}}}};  // as requested (checked by then) or plain text
+  if (auto t = body.find("text"); t != body.end() && t->is_object() && t->contains("format")) {
+    text = {{"format", (*t)["format"]}};
+  }
   return json{{"id", make_id(ctx, "resp_")},
               {"object", "response"},
               {"created_at", unix_now()},
@@ -368,7 +393,7 @@ json base_response(Ctx& ctx, const json& body, const RespState& s) {
               {"top_p", s.job.ro.gen.top_p},
               {"tool_choice", body.value("tool_choice", json("auto"))},
               {"tools", body.value("tools", json::array())},
-              {"text", {{"format", {{"type", "text"}}}}}};
+              {"text", text}};
 }
 
 }  // namespace

@@ -41,6 +41,13 @@ Result<std::shared_ptr<const TokenPieceIndex>> token_pieces(Ctx& ctx) {
   return ctx.pieces;
 }
 
+Result<std::shared_ptr<const TokenTrie>> token_trie(Ctx& ctx) {
+  GS_ASSIGN_OR_RETURN(auto pieces, token_pieces(ctx));
+  std::call_once(ctx.trie_once,
+                 [&ctx, &pieces] { ctx.trie = TokenTrie::build(*pieces, ctx.tok->vocab_size()); });
+  return ctx.trie;
+}
+
 PeerWatch watch_peer(const httplib::Request& req) {
   return PeerWatch(PeerAddress{req.remote_addr, req.remote_port, req.local_addr, req.local_port});
 }

@@ -1,0 +1,128 @@
+#include "server/json_constraint.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace gossamer::server {
+
+namespace {
+
+constexpr size_t kMaxHeader = 512;  // header bytes kept (a channel name comes early)
+
+// The channel named in a harmony header: the word after "<|channel|>" up to whitespace or the
+// next special token ("final" in "<|channel|>final <|constrain|>json").
+std::string channel_of(const std::string& header) {
+  constexpr std::string_view kTag = "<|channel|>";
+  const size_t at = header.find(kTag);
+  if (at == std::string::npos) return "";
+  size_t end = at + kTag.size();
+  while (end < header.size() && header.compare(end, 2, "<|") != 0 &&
+         !std::isspace(static_cast<unsigned char>(header[end]))) {
+    ++end;
+  }
+  return header.substr(at + kTag.size(), end - at - kTag.size());
+}
+
+}  // namespace
+
+Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
+    const Tokenizer& tok, std::shared_ptr<const TokenPieceIndex> pieces,
+    std::shared_ptr<const TokenTrie> trie, const JsonConstraintOptions& options) {
+  if (!pieces || !trie) return Internal("json constraint: no token index");
+  std::shared_ptr<const CompiledJsonSchema> schema = options.compiled;
+  if (!schema) {
+    GS_ASSIGN_OR_RETURN(schema, compile_json_schema(options.schema));
+  }
+  auto c = std::shared_ptr<JsonConstraint>(new JsonConstraint(std::move(schema)));
+  auto special = [&](const char* s, int32_t* id) -> Status {
+    auto v = tok.special_id(s);
+    if (!v) return Internal(std::string("tokenizer lacks ") + s);
+    *id = *v;
+    return Status::Ok();
+  };
+  GS_RETURN_IF_ERROR(special("<|start|>", &c->start_));
+  GS_RETURN_IF_ERROR(special("<|end|>", &c->end_));
+  GS_RETURN_IF_ERROR(special("<|message|>", &c->message_));
+  GS_RETURN_IF_ERROR(special("<|channel|>", &c->channel_));
+  GS_RETURN_IF_ERROR(special("<|return|>", &c->return_));
+  GS_RETURN_IF_ERROR(special("<|call|>", &c->call_));
+  int32_t constrain = -1;  // not used below, but a harmony tokenizer has it
+  GS_RETURN_IF_ERROR(special("<|constrain|>", &constrain));
+  c->forced_ = tok.encode("<|start|>assistant<|channel|>final<|message|>", true);
+  if (c->forced_.size() < 3 || c->forced_.front() != c->start_ ||
+      c->forced_.back() != c->message_) {
+    return Internal("json constraint: the tokenizer does not encode a harmony header");
+  }
+  c->pieces_ = std::move(pieces);
+  c->trie_ = std::move(trie);
+  c->force_ = options.force_final_after_end;
+  c->start_in_body_ = options.start_in_body;
+  c->restart();
+  return c;
+}
+
+void JsonConstraint::restart() {
+  seen_.clear();
+  in_body_ = start_in_body_;
+  in_message_ = false;
+  header_.clear();
+  forced_pos_ = -1;
+  matcher_.reset();
+}
+
+void JsonConstraint::consume(int32_t id) {
+  if (forced_pos_ >= 0) {  // a token other than the forced one: the runtime did not apply it
+    forced_pos_ = id == forced_[static_cast<size_t>(forced_pos_)] ? forced_pos_ + 1 : -1;
+    if (forced_pos_ == static_cast<int>(forced_.size())) forced_pos_ = -1;
+  }
+  const std::string* bytes = pieces_->bytes(id);
+  if (in_body_) {
+    if (bytes != nullptr) {
+      matcher_.feed(*bytes);  // a rejected byte breaks the matcher: allowed() ends the body
+      return;
+    }
+    in_body_ = false;  // a special token ends the message
+  }
+  if (id == start_) {
+    header_.clear();
+    in_message_ = false;
+  } else if (id == message_) {
+    in_message_ = true;
+    if (channel_of(header_) == "final") {
+      in_body_ = true;
+      matcher_.reset();
+    }
+    header_.clear();
+  } else if (id == end_ || id == return_ || id == call_) {
+    in_message_ = false;
+    header_.clear();
+    if (id == end_ && force_) forced_pos_ = 0;
+  } else if (!in_message_ && header_.size() < kMaxHeader) {
+    // Header text: ordinary tokens' bytes; special ones as a boundary ("<|channel|>" by name).
+    header_ += bytes != nullptr ? *bytes : id == channel_ ? "<|channel|>" : "<|special|>";
+  }
+}
+
+std::optional<std::vector<int32_t>> JsonConstraint::allowed(std::span<const int32_t> generated) {
+  if (generated.size() < seen_.size() ||
+      !std::equal(seen_.begin(), seen_.end(), generated.begin())) {
+    restart();
+  }
+  for (size_t k = seen_.size(); k < generated.size(); ++k) {
+    consume(generated[k]);
+    seen_.push_back(generated[k]);
+  }
+  if (in_body_) {
+    std::vector<int32_t> out;
+    matcher_.collect(*trie_, &out);
+    // Empty: no token continues the body. A pruned schema never gets here unless the sampler
+    // ignored an earlier allowed set (the matcher is broken); ending the message is then the
+    // only way out.
+    if (out.empty() || matcher_.can_end()) out.push_back(return_);
+    return out;
+  }
+  if (forced_pos_ >= 0) return std::vector<int32_t>{forced_[static_cast<size_t>(forced_pos_)]};
+  return std::nullopt;
+}
+
+}  // namespace gossamer::server

@@ -1,0 +1,508 @@
+// JsonConstraint with the real o200k_harmony vocabulary: random walks through the allowed sets
+// always write a document that parses and fits its schema; hand-written documents are accepted
+// (valid ones) or refused at some token (invalid ones); the harmony phases around the final
+// body; the time per allowed() call in the expensive states.
+//
+// GOSSAMER_JSON_WALK_OUT=<dir>: the walks also append {"schema", "document"} lines to
+// <dir>/walks.jsonl, which tests/python/test_json_constraint.py validates with jsonschema.
+#include "server/json_constraint.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <random>
+
+namespace gossamer::server {
+namespace {
+
+struct Fixture {
+  std::shared_ptr<const Tokenizer> tok;
+  std::shared_ptr<const TokenPieceIndex> pieces;
+  std::shared_ptr<const TokenTrie> trie;
+};
+
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    Fixture x;
+    auto t = Tokenizer::load(GOSSAMER_TEST_TOKENIZER);
+    if (!t.ok()) return x;
+    x.tok = *t;
+    auto p = TokenPieceIndex::build(*x.tok);
+    if (!p.ok()) return x;
+    x.pieces = *p;
+    auto tr = TokenTrie::build(*x.pieces, x.tok->vocab_size());
+    if (tr.ok()) x.trie = *tr;
+    return x;
+  }();
+  return f;
+}
+
+std::shared_ptr<JsonConstraint> make(const json* schema, bool force = false) {
+  const Fixture& f = fixture();
+  JsonConstraintOptions o;
+  o.schema = schema;
+  o.force_final_after_end = force;
+  auto c = JsonConstraint::create(*f.tok, f.pieces, f.trie, o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : nullptr;
+}
+
+std::vector<int32_t> final_header() {
+  return fixture().tok->encode("<|channel|>final<|message|>", true);
+}
+
+bool has(const std::vector<int32_t>& v, int32_t id) {
+  return std::find(v.begin(), v.end(), id) != v.end();
+}
+
+using Check = std::function<bool(const json&)>;
+
+// An integer literal beyond 64 bits parses as a double (integral and that large).
+bool is_int(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && std::abs(v.get<double>()) >= 9.2e18 &&
+                                   std::floor(v.get<double>()) == v.get<double>());
+}
+bool keys_within(const json& o, std::initializer_list<const char*> keys) {
+  for (auto it = o.begin(); it != o.end(); ++it) {
+    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) ==
+        keys.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool tree_ok(const json& n, int depth) {
+  if (!n.is_object() || !keys_within(n, {"value", "children"}) || !n.contains("value") ||
+      !is_int(n["value"]) || depth > 60) {
+    return false;
+  }
+  if (!n.contains("children")) return true;
+  const json& c = n["children"];
+  if (!c.is_array() || c.size() > 3) return false;
+  return std::all_of(c.begin(), c.end(), [&](const json& k) { return tree_ok(k, depth + 1); });
+}
+
+struct SchemaCase {
+  const char* name;
+  const char* schema;  // nullptr: json_object mode
+  Check check;         // hand-checkable facts about a document the walk wrote
+  std::vector<std::string> valid;
+  std::vector<std::string> invalid;
+};
+
+std::vector<SchemaCase> first_cases() {
+  return {
+      {"json_object",
+       nullptr,
+       [](const json& d) { return d.is_object(); },
+       {"{}", R"({"a":[1,2.5e-3,{"b":null}],"c":true,"d":-0.0E+1})",
+        R"({"k":"\ud83d\ude00 emoji 😀 \/ \b\f\n\r\t \u00e9"})", R"({"":0, "x" : { } })",
+        "{\n\t\"deep\": [[[[\"\xe6\x97\xa5\xe6\x9c\xac\"]]]]\n}"},
+       {"[1]", "\"str\"", R"({"a":1,"a":2})", R"({"a":01})", R"({"a":tru})", "{'a':1}",
+        R"({"a":1,})", R"({"a":"\x"})", "{\"a\":\"\x01\"}", R"({"a":"\udc00"})",
+        R"({"a":"\ud800x"})", "{\"a\":\"\xc3\x28\"}", "{          \"a\":1}", "{} ", "{\"a\":1"}},
+      {"nested",
+       R"({"type": "object", "properties": {"name": {"type": "string"},
+           "age": {"type": "integer"}, "address": {"type": "object", "properties": {
+           "city": {"type": "string"}, "zip": {"type": "string"}}, "required": ["city"],
+           "additionalProperties": false}}, "required": ["name", "address"],
+           "additionalProperties": false})",
+       [](const json& d) {
+         return d.is_object() && keys_within(d, {"name", "age", "address"}) && d.contains("name") &&
+                d["name"].is_string() && d.contains("address") && d["address"].is_object() &&
+                keys_within(d["address"], {"city", "zip"}) && d["address"].contains("city") &&
+                d["address"]["city"].is_string() && (!d.contains("age") || is_int(d["age"]));
+       },
+       {R"({"name":"Ann","address":{"city":"Paris"}})",
+        R"({"address": {"zip": "75001", "city": "Paris"}, "age": 31, "name": "Zoë \"Z\" \\ \u00e9\n"})",
+        "{\n  \"name\": \"日本語\",\n  \"address\": {\n    \"city\": \"東京\"\n  }\n}",
+        R"({"name":"x","age":-0,"address":{"city":""}})"},
+       {R"({"name":"Ann"})", R"({"name":"Ann","nick":"A","address":{"city":"P"}})",
+        R"({"name":5,"address":{"city":"P"}})", R"({"name":"Ann","address":{"city":"P"},})",
+        R"({"name":"A","age":1.5,"address":{"city":"P"}})", R"({"name":"Ann)",
+        R"({"name":"A","name":"B","address":{"city":"P"}})",
+        R"({"name":"a\qb","address":{"city":"P"}})", R"({"address":{"city":"P","zip":1}})",
+        R"({"name":"A","address":{"zip":"1"}})", R"({"name":"A","address":{"city":"P"}} )"}},
+      {"array",
+       R"({"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 4})",
+       [](const json& d) {
+         return d.is_array() && d.size() >= 2 && d.size() <= 4 &&
+                std::all_of(d.begin(), d.end(), [](const json& x) { return x.is_number(); });
+       },
+       {"[1,2]", "[1.5, -2e10, 0, 3]", "[ 1 , 2 ]", "[\n1,\n2\n]", "[1E99, -0.5e-99]",
+        "[" + std::string(64, '7') + ", 1]"},
+       // Numbers are capped at 64 integer digits and 2 exponent digits (always a finite double).
+       {"[1]", "[1,2,3,4,5]", "[1,\"a\"]", "[]", "[1,2,]", "[1 2]", "[-,1]", "[1.,2]", "[1E100, 1]",
+        "[1, 2e-308]", "[" + std::string(65, '7') + ", 1]"}},
+      {"enum",
+       R"({"enum": ["red", 1, 10, 2.5, null, true, {"a": [1, 2]}, [1, "x"], "r\u00e9d"]})",
+       [](const json& d) {
+         const json e = json::parse(R"(["red", 1, 10, 2.5, null, true, {"a": [1, 2]},
+                                         [1, "x"], "réd"])");
+         return std::find(e.begin(), e.end(), d) != e.end();
+       },
+       {"\"red\"", "1", "10", "2.5", "null", "true", R"({"a":[1,2]})", R"([1,"x"])",
+        "\"r\xc3\xa9\x64\""},
+       {"\"blue\"", "2", "100", "false", "\"re\"", "[1]", "{}"}},
+      {"string_or_null",
+       R"({"type": "object", "properties": {"v": {"anyOf": [{"type": "string"},
+           {"type": "null"}]}}, "required": ["v"], "additionalProperties": false})",
+       [](const json& d) {
+         return d.is_object() && d.size() == 1 && d.contains("v") &&
+                (d["v"].is_string() || d["v"].is_null());
+       },
+       {R"({"v":null})", R"({"v":"x"})", R"({ "v" : "null" })"},
+       {R"({"v":1})", R"({"v":nul})", R"({"v":[]})", "{}"}},
+      {"integer_number",
+       R"({"type": "object", "properties": {"i": {"type": "integer"}, "n": {"type": "number"},
+           "opt": {"type": ["integer", "boolean"], "nullable": true}},
+           "required": ["i", "n"], "additionalProperties": false})",
+       [](const json& d) {
+         return d.is_object() && keys_within(d, {"i", "n", "opt"}) && d.contains("i") &&
+                is_int(d["i"]) && d.contains("n") && d["n"].is_number() &&
+                (!d.contains("opt") || is_int(d["opt"]) || d["opt"].is_boolean() ||
+                 d["opt"].is_null());
+       },
+       {R"({"i":1,"n":1.5})", R"({"n":-2E-3,"i":-40,"opt":null})", R"({"i":0,"n":0,"opt":7})"},
+       {R"({"i":1.5,"n":1})", R"({"i":1e3,"n":1})", R"({"i":1,"n":"1"})",
+        R"({"i":1,"n":1,"opt":"x"})"}},
+  };
+}
+
+std::vector<SchemaCase> more_cases() {
+  return {
+      {"tree",
+       R"({"$defs": {"node": {"type": "object", "properties": {"value": {"type": "integer"},
+           "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 3}},
+           "required": ["value"], "additionalProperties": false}}, "$ref": "#/$defs/node"})",
+       [](const json& d) { return tree_ok(d, 0); },
+       {R"({"value":1,"children":[{"value":2},{"value":3,"children":[]}]})",
+        R"({"children":[{"children":[{"value":9}],"value":8}],"value":7})"},
+       {R"({"value":1,"children":[{"children":[]}]})",
+        R"({"value":1,"children":[{"value":1},{"value":1},{"value":1},{"value":1}]})",
+        R"({"value":1,"child":{}})"}},
+      {"text",
+       R"({"type": "object", "properties": {"text": {"type": "string", "minLength": 1,
+           "description": "any text"}}, "required": ["text"], "additionalProperties": false})",
+       [](const json& d) { return d.is_object() && d.size() == 1 && d["text"].is_string(); },
+       {R"({"text":"tab\there \"quoted\" back\\slash \u0000 \uD83D\uDE00 ✓"})",
+        R"({"text":"Ελληνικά, русский, 中文, עברית 🎉"})"},
+       {R"({"text":"\u12"})", R"({"text":"\uD83D"})", "{\"text\":\"a\nb\"}"}},
+      {"tagged_union",
+       R"({"anyOf": [{"type": "object", "properties": {"kind": {"const": "a"},
+           "x": {"type": "integer"}}, "required": ["kind", "x"], "additionalProperties": false},
+           {"type": "object", "properties": {"kind": {"const": "b"}, "y": {"type": "string"}},
+           "required": ["kind", "y"], "additionalProperties": false}]})",
+       [](const json& d) {
+         return d.is_object() && d.size() == 2 &&
+                ((d.value("kind", "") == "a" && d.contains("x") && is_int(d["x"])) ||
+                 (d.value("kind", "") == "b" && d.contains("y") && d["y"].is_string()));
+       },
+       {R"({"kind":"a","x":1})", R"({"y":"s","kind":"b"})"},
+       {R"({"kind":"a","y":"s"})", R"({"kind":"b","x":1})", R"({"x":1,"y":"s"})"}},
+      {"extra_keys",
+       R"({"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
+           "additionalProperties": {"type": "boolean"}, "maxProperties": 3})",
+       [](const json& d) {
+         if (!d.is_object() || d.size() > 3 || !d.contains("id") || !is_int(d["id"])) {
+           return false;
+         }
+         for (auto it = d.begin(); it != d.end(); ++it) {
+           if (it.key() != "id" && !it->is_boolean()) return false;
+         }
+         return true;
+       },
+       {R"({"id":1,"a":true,"b":false})", R"({"x":true,"id":2})", R"({"id":3,"i":true})",
+        R"({"id":4,"q\"\n":false})"},
+       {R"({"id":1,"a":1})", R"({"id":1,"a":true,"b":true,"c":true})",
+        R"({"a":true,"b":true,"c":true})", R"({"id":1,"a":true,"a":false})",
+        R"({"id":1,"\u0061":true})"}},
+      {"tuple",
+       R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+           "items": false, "minItems": 2})",
+       [](const json& d) {
+         return d.is_array() && d.size() == 2 && d[0].is_string() && is_int(d[1]);
+       },
+       {R"(["a",1])", R"([ "", -5 ])"},
+       {R"(["a"])", R"(["a",1,2])", R"([1,"a"])"}},
+      {"top_level_integer",
+       R"({"type": "integer"})",
+       [](const json& d) { return is_int(d); },
+       {"42", "-7", "0"},
+       {"4.2", "01", "\"4\"", "42 "}},
+  };
+}
+
+// Schemas with hand-checkable facts, documents they accept and documents they refuse.
+const std::vector<SchemaCase>& cases() {
+  static const std::vector<SchemaCase> kCases = [] {
+    std::vector<SchemaCase> v = first_cases();
+    for (SchemaCase& c : more_cases()) v.push_back(std::move(c));
+    return v;
+  }();
+  return kCases;
+}
+
+// Feeds the final header and `doc`'s tokens; true when every token was allowed and
+// <|return|> is allowed at the end.
+bool accepts(JsonConstraint& c, const std::string& doc, std::string* why) {
+  const Fixture& f = fixture();
+  std::vector<int32_t> gen = final_header();
+  for (int32_t id : f.tok->encode(doc)) {
+    auto a = c.allowed(gen);
+    if (!a || !has(*a, id)) {
+      *why = "token '" + f.tok->decode({id}).value() + "' after '" + f.tok->decode(gen).value() +
+             "' not allowed";
+      return false;
+    }
+    gen.push_back(id);
+  }
+  auto a = c.allowed(gen);
+  *why = "<|return|> not allowed at the end";
+  return a && has(*a, c.return_token());
+}
+
+TEST(JsonConstraint, AcceptsValidAndRefusesInvalidDocuments) {
+  ASSERT_TRUE(fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  for (const SchemaCase& sc : cases()) {
+    const json schema = sc.schema ? json::parse(sc.schema) : json();
+    auto c = make(sc.schema ? &schema : nullptr);
+    ASSERT_TRUE(c) << sc.name;
+    for (const std::string& doc : sc.valid) {
+      std::string why;
+      EXPECT_TRUE(accepts(*c, doc, &why)) << sc.name << ": " << doc << ": " << why;
+      const json d = json::parse(doc, nullptr, false);
+      ASSERT_FALSE(d.is_discarded()) << doc;  // the test's own documents are valid JSON
+      EXPECT_TRUE(sc.check(d)) << sc.name << ": " << doc;
+    }
+    for (const std::string& doc : sc.invalid) {
+      std::string why;
+      EXPECT_FALSE(accepts(*c, doc, &why)) << sc.name << ": accepted " << doc;
+    }
+  }
+}
+
+std::string body_text(const std::vector<int32_t>& body) {
+  std::string s;
+  for (int32_t id : body) s += *fixture().pieces->bytes(id);
+  return s;
+}
+
+// A random walk: mostly uniform over the allowed set; in 3 of 5 steps uniform over the allowed
+// tokens that hold a delimiter (so that strings and containers also get closed).
+std::vector<int32_t> walk(JsonConstraint& c, std::mt19937_64& rng, bool* complete) {
+  const Fixture& f = fixture();
+  std::vector<int32_t> gen = final_header();
+  const size_t head = gen.size();
+  static const std::vector<char> delimiter = [&f] {  // per id: its bytes hold '"', ']', '}', ','
+    std::vector<char> d(static_cast<size_t>(f.tok->vocab_size()), 0);
+    for (size_t id = 0; id < d.size(); ++id) {
+      const std::string* b = f.pieces->bytes(static_cast<int32_t>(id));
+      d[id] = b != nullptr && b->find_first_of("\"]},") != std::string::npos;
+    }
+    return d;
+  }();
+  *complete = false;
+  for (int step = 0; step < 300; ++step) {
+    auto a = c.allowed(gen);
+    EXPECT_TRUE(a.has_value() && !a->empty());
+    if (!a || a->empty()) break;
+    if (*a == std::vector<int32_t>{c.return_token()}) {
+      *complete = true;
+      break;
+    }
+    std::vector<int32_t> pick;
+    if (rng() % 5 < 3) {
+      for (int32_t id : *a) {
+        if (id == c.return_token() || delimiter[static_cast<size_t>(id)]) pick.push_back(id);
+      }
+    }
+    const std::vector<int32_t>& from = pick.empty() ? *a : pick;
+    const int32_t t = from[rng() % from.size()];
+    if (t == c.return_token()) {
+      *complete = true;
+      break;
+    }
+    gen.push_back(t);
+  }
+  return std::vector<int32_t>(gen.begin() + static_cast<std::ptrdiff_t>(head), gen.end());
+}
+
+TEST(JsonConstraint, RandomWalksWriteDocumentsThatFitTheSchema) {
+  ASSERT_TRUE(fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  std::ofstream out;
+  if (const char* dir = std::getenv("GOSSAMER_JSON_WALK_OUT")) {
+    out.open(std::string(dir) + "/walks.jsonl", std::ios::app);
+    ASSERT_TRUE(out.good()) << dir;
+  }
+  for (const SchemaCase& sc : cases()) {
+    const json schema = sc.schema ? json::parse(sc.schema) : json();
+    auto c = make(sc.schema ? &schema : nullptr);
+    ASSERT_TRUE(c);
+    int complete = 0;
+    const int kWalks = 20;
+    for (int w = 0; w < kWalks; ++w) {
+      bool done = false;
+      const std::string doc = body_text(walk(*c, rng, &done));
+      if (!done) continue;  // 300 tokens without finishing (a long string): not a document
+      ++complete;
+      const json d = json::parse(doc, nullptr, false);
+      ASSERT_FALSE(d.is_discarded()) << sc.name << " seed " << seed << ": " << doc;
+      EXPECT_TRUE(sc.check(d)) << sc.name << " seed " << seed << ": " << doc;
+      if (out.is_open()) {
+        json line = {{"case", sc.name},
+                     {"schema", sc.schema ? schema : json{{"type", "object"}}},
+                     {"document", doc}};
+        out << line.dump() << "\n";
+      }
+    }
+    EXPECT_GE(complete, kWalks / 2) << sc.name << " seed " << seed;
+  }
+}
+
+TEST(JsonConstraint, HarmonyPhases) {
+  const Fixture& f = fixture();
+  ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  auto tok = [&](const std::string& s) { return f.tok->encode(s, true); };
+  const std::vector<int32_t> analysis = tok("<|channel|>analysis<|message|>Think {\"x\": 1}.");
+  const std::vector<int32_t> brace = f.tok->encode("{");
+  ASSERT_EQ(brace.size(), 1u);
+  for (bool force : {false, true}) {
+    auto c = make(nullptr, force);
+    ASSERT_TRUE(c);
+    std::vector<int32_t> gen;
+    for (int32_t id : analysis) {  // reasoning is free
+      EXPECT_FALSE(c->allowed(gen).has_value());
+      gen.push_back(id);
+    }
+    EXPECT_FALSE(c->allowed(gen).has_value());
+    gen.push_back(*f.tok->special_id("<|end|>"));
+    if (!force) {
+      EXPECT_FALSE(c->allowed(gen).has_value());
+      continue;
+    }
+    const std::vector<int32_t> header = tok("<|start|>assistant<|channel|>final<|message|>");
+    EXPECT_EQ(c->forced_header(), header);
+    for (int32_t id : header) {
+      auto a = c->allowed(gen);
+      ASSERT_TRUE(a.has_value());
+      EXPECT_EQ(*a, std::vector<int32_t>{id});
+      gen.push_back(id);
+    }
+    auto body = c->allowed(gen);  // the final body: JSON objects only
+    ASSERT_TRUE(body.has_value());
+    EXPECT_TRUE(has(*body, brace[0]));
+    EXPECT_FALSE(has(*body, c->return_token()));
+    EXPECT_FALSE(has(*body, f.tok->encode("[")[0]));
+    // Not an extension of the previous call: starts over (reasoning again, so free).
+    EXPECT_FALSE(c->allowed(analysis).has_value());
+    // A deviation from the forced header ends the forcing.
+    std::vector<int32_t> dev = analysis;
+    dev.push_back(*f.tok->special_id("<|end|>"));
+    dev.push_back(*f.tok->special_id("<|start|>"));
+    dev.push_back(f.tok->encode("user")[0]);
+    EXPECT_FALSE(c->allowed(dev).has_value());
+  }
+  auto c = make(nullptr);
+  // A constrained final header, then after the body <|return|> only; commentary is free.
+  std::vector<int32_t> gen = tok("<|channel|>final <|constrain|>json<|message|>");
+  auto a = c->allowed(gen);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(has(*a, brace[0]));
+  for (int32_t id : f.tok->encode("{\"a\": [1, \"b\"]}")) gen.push_back(id);
+  a = c->allowed(gen);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(*a, std::vector<int32_t>{c->return_token()});
+  gen.push_back(c->return_token());
+  EXPECT_FALSE(c->allowed(gen).has_value());
+  EXPECT_FALSE(c->allowed(tok("<|channel|>commentary to=functions.f<|message|>")).has_value());
+  // A prompt that already opened the final body.
+  JsonConstraintOptions o;
+  o.start_in_body = true;
+  auto in_body = JsonConstraint::create(*f.tok, f.pieces, f.trie, o);
+  ASSERT_TRUE(in_body.ok());
+  a = (*in_body)->allowed({});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(has(*a, brace[0]));
+  EXPECT_FALSE(has(*a, f.tok->encode("[")[0]));
+  // A token the sampler was not allowed to pick: the body can only end.
+  std::vector<int32_t> bad = tok("<|channel|>final<|message|>");
+  bad.push_back(f.tok->encode("[")[0]);
+  EXPECT_EQ(c->allowed(bad), std::vector<int32_t>{c->return_token()});
+}
+
+TEST(JsonConstraint, ErrorsAndMissingPieces) {
+  const Fixture& f = fixture();
+  ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  JsonConstraintOptions o;
+  const json bad = json::parse(R"({"properties": {"a": {"allOf": [{}, {}]}}})");
+  o.schema = &bad;
+  auto c = JsonConstraint::create(*f.tok, f.pieces, f.trie, o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "response_format schema: unsupported keyword \"allOf\" at /properties/a");
+  o.schema = nullptr;
+  EXPECT_EQ(JsonConstraint::create(*f.tok, f.pieces, nullptr, o).status().code(),
+            StatusCode::kInternal);
+  EXPECT_EQ(JsonConstraint::create(*f.tok, nullptr, f.trie, o).status().code(),
+            StatusCode::kInternal);
+}
+
+// Time per allowed() call in the states that keep most of the vocabulary (no assertion: the
+// numbers depend on the build and the machine).
+TEST(JsonConstraint, AllowedTiming) {
+  const Fixture& f = fixture();
+  ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  json many = {{"type", "object"}, {"additionalProperties", false}};
+  for (int i = 0; i < 200; ++i) {
+    many["properties"]["field_" + std::to_string(i)] = {{"type", "string"}};
+  }
+  struct Probe {
+    const char* what;
+    const json* schema;
+    std::string body;
+  };
+  const Probe probes[] = {
+      {"inside a free string", nullptr, "{\"a\": \"some text"},
+      {"inside a free key", nullptr, "{\"ab"},
+      {"at a value start", nullptr, "{\"a\": "},
+      {"after a value", nullptr, "{\"a\": 1"},
+      {"inside a key, 200 names left", &many, "{\""},
+  };
+  const auto b0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(TokenTrie::build(*f.pieces, f.tok->vocab_size()).ok());
+  const auto b1 = std::chrono::steady_clock::now();
+  std::printf("TokenTrie::build %.1f ms\n",
+              std::chrono::duration<double, std::milli>(b1 - b0).count());
+  std::printf(
+      "token trie: %zu nodes, max depth %d; %zu plain string tokens, %zu nodes for the rest\n",
+      f.trie->all().size(), f.trie->all().max_depth, f.trie->plain().size(),
+      f.trie->not_plain().size());
+  for (const Probe& p : probes) {
+    auto c = make(p.schema);
+    ASSERT_TRUE(c);
+    std::vector<int32_t> gen = final_header();
+    for (int32_t id : f.tok->encode(p.body)) gen.push_back(id);
+    size_t n = 0;
+    const int kReps = 10;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < kReps; ++r) n = c->allowed(gen)->size();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("allowed() %-30s %7zu ids  %6.2f ms/call\n", p.what, n, ms / kReps);
+    RecordProperty(std::string("ms_") + std::to_string(&p - probes), std::to_string(ms / kReps));
+  }
+}
+
+}  // namespace
+}  // namespace gossamer::server
