@@ -6,7 +6,7 @@
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
 # SECTIONS (comma list, default info,ceil,test,sanitize,kbench,bench):
-#   info,ceil,test,sanitize,kbench,bench,batch,profile,serve
+#   info,ceil,test,sanitize,kbench,bench,batch,profile,serve,api
 # (bench: BENCH_ARGS, BENCH_MODELS="20b 120b"; sanitize: SANITIZE_FILTER)
 # Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry.tgz"]).
 set -uo pipefail
@@ -170,6 +170,17 @@ if has serve && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
     else add "serve $m: FAILED (serve.log)"; fi
     rm -rf /tmp/synth-$m
   done
+fi
+
+# api: structured output, logit_bias and echo + prompt logprobs through `gossamer serve --backend
+# cuda` (demo model): constrained rows sampled on the host beside device-sampled ones, every
+# logits row of a scored prompt (scripts/api_smoke.py, standard library only).
+if has api && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
+  gunzip -c $CARRY/tokenizer.json.gz > /tmp/tokenizer.json
+  if python3 scripts/api_smoke.py --bin $CARRY/gossamer --tokenizer /tmp/tokenizer.json \
+      --serve-args "--backend cuda" > "$OUT/api.log" 2>&1; then add "api: ok"
+  else add "api: FAILED (api.log)"; fi
+  grep -E '^(ok|FAIL)' "$OUT/api.log"
 fi
 
 echo "================ summary ================"

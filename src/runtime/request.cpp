@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 
 namespace gossamer {
@@ -26,7 +27,12 @@ Status GenerationParams::validate() const {
   if (top_logprobs < 0 || top_logprobs > 20) {
     return InvalidArgument("top_logprobs must be in [0, 20]");
   }
-  if (max_tokens < 1) return InvalidArgument("max_tokens must be >= 1");
+  if (prompt_logprobs < -1 || prompt_logprobs > 20) {
+    return InvalidArgument("prompt_logprobs must be -1 (off) or in [0, 20]");
+  }
+  if (max_tokens < 0 || (max_tokens == 0 && prompt_logprobs < 0)) {
+    return InvalidArgument("max_tokens must be >= 1 (0 only when scoring the prompt)");
+  }
   if (vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
   std::vector<int32_t> ids;
   for (const auto& [id, bias] : logit_bias) {
@@ -44,6 +50,46 @@ Status GenerationParams::validate() const {
                            std::to_string(*std::adjacent_find(ids.begin(), ids.end())) + " twice");
   }
   return Status::Ok();
+}
+
+Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
+                                 int64_t vocab_limit) {
+  if (vocab_limit > 0 && static_cast<size_t>(vocab_limit) < logits.size()) {
+    logits = logits.first(static_cast<size_t>(vocab_limit));  // ids >= vocab_limit: masked
+  }
+  if (logits.empty()) return InvalidArgument("score_token: empty logits row");
+  double mx = -INFINITY;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
+      return InvalidArgument("logits[" + std::to_string(i) + "] is " +
+                             (std::isnan(logits[i]) ? "NaN" : "+inf"));
+    }
+    mx = std::max(mx, static_cast<double>(logits[i]));
+  }
+  if (mx == -INFINITY) return InvalidArgument("every logit is -inf");
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  SampledToken out;
+  out.token = token;
+  out.logprob = token >= 0 && static_cast<size_t>(token) < logits.size()
+                    ? static_cast<float>(static_cast<double>(logits[token]) - lse)
+                    : -INFINITY;
+  // The `top` largest logits, kept sorted (descending, ties to the lower id) in out.top.
+  const size_t k = std::min(logits.size(), static_cast<size_t>(std::max<int64_t>(top, 0)));
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (size_t i = 0; i < logits.size() && k > 0; ++i) {
+    if (best.size() == k && !(logits[i] > logits[best.back()])) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), logits[i],
+                               [&](float v, int32_t b) { return v > logits[b]; });
+    best.insert(at, static_cast<int32_t>(i));
+    if (best.size() > k) best.pop_back();
+  }
+  for (int32_t id : best) {
+    out.top.push_back({id, static_cast<float>(static_cast<double>(logits[id]) - lse)});
+  }
+  return out;
 }
 
 const char* finish_reason_name(FinishReason r) {
@@ -67,6 +113,15 @@ const char* finish_reason_name(FinishReason r) {
 void RequestStream::push(const SampledToken& t) {
   std::lock_guard<std::mutex> lock(mu_);
   pending_.tokens.push_back(t);
+  news_ = true;
+  cv_.notify_all();
+}
+
+void RequestStream::push_prompt_logprobs(std::vector<SampledToken> entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& dst = pending_.prompt_logprobs;
+  dst.insert(dst.end(), std::make_move_iterator(entries.begin()),
+             std::make_move_iterator(entries.end()));
   news_ = true;
   cv_.notify_all();
 }

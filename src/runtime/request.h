@@ -43,8 +43,14 @@ struct GenerationParams {
   std::optional<uint64_t> seed;
   int64_t top_logprobs = 0;  // alternatives returned per token (0..20)
   bool logprobs = false;
-  int64_t max_tokens = 256;                          // generated tokens, all channels included
-  std::vector<int32_t> stop_token_ids;               // finish (reason stop) when sampled
+  // Prompt logprobs (legacy Completions `echo` + `logprobs`): -1 = off, else the alternatives
+  // returned per prompt token (0..20). Prompt position i >= 1 gets log p(prompt[i] | prompt[<i])
+  // under log_softmax of the row at i - 1 over ids < vocab_limit (the sampler's logprob rule;
+  // logit_bias and penalties do not apply); position 0 gets no entry (StreamChunk).
+  int64_t prompt_logprobs = -1;
+  int64_t max_tokens = 256;             // generated tokens, all channels included; 0 only with
+                                        // prompt_logprobs (score the prompt, finish with kLength)
+  std::vector<int32_t> stop_token_ids;  // finish (reason stop) when sampled
   std::optional<std::chrono::milliseconds> timeout;  // per-request deadline from arrival
   std::shared_ptr<TokenConstraint> constraint;       // null: no restriction (see above)
   // Ids >= vocab_limit are never sampled (0 = every logits row). The model has more logits
@@ -58,6 +64,14 @@ struct GenerationParams {
   Status validate() const;  // ranges; the message names the field
 };
 
+// The logprob of `token` under log_softmax(logits[0, vocab_limit)) (vocab_limit 0: the whole
+// row) and the `top` most likely ids (descending, ties to the lower id), in double precision as
+// the sampler computes a generated token's logprobs (runtime/sampler.h, without logit_bias and
+// penalties). A token >= vocab_limit gets -inf. Errors: empty row, NaN or +inf logits, every
+// logit -inf.
+Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
+                                 int64_t vocab_limit);
+
 // TokenLogprob and SampledToken are defined in engine/model_runner.h (device sampling returns
 // them).
 
@@ -67,6 +81,10 @@ const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled
 // What a consumer receives: the tokens produced since its last read, and the end state.
 struct StreamChunk {
   std::vector<SampledToken> tokens;
+  // Prompt logprobs (GenerationParams::prompt_logprobs), in prompt order from position 1 (the
+  // first prompt token has no logprob and no entry): entry j is prompt position j + 1, its token
+  // that prompt token. Every entry arrives before the first generated token, exactly once.
+  std::vector<SampledToken> prompt_logprobs;
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   int32_t stop_token = -1;  // the stop token id that ended it, when reason == kStop
@@ -80,6 +98,7 @@ struct StreamChunk {
 class RequestStream {
  public:
   void push(const SampledToken& t);
+  void push_prompt_logprobs(std::vector<SampledToken> entries);  // appended in order
   void set_prompt_info(int64_t prompt_tokens, int64_t cached_tokens);
   void finish(FinishReason reason, int32_t stop_token = -1, std::string error = {});
   // Waits up to `timeout` for news; moves it into *out (tokens since the last read, end state).
@@ -106,6 +125,9 @@ struct Request {
   int64_t num_computed = 0;  // tokens whose KV is in the cache
   int64_t num_cached = -1;   // prompt tokens found in the prefix cache at first admission
   int64_t num_preemptions = 0;
+  // Prompt logprobs: the next prompt position whose entry is reported (position p comes from
+  // the logits row of position p - 1). Survives preemption, so nothing is reported twice.
+  int64_t prompt_lp_next = 1;
   GenerationParams params;
   SeqBlocks blocks;
   std::shared_ptr<RequestStream> stream;
@@ -114,6 +136,10 @@ struct Request {
   Clock::time_point arrival{};
   Clock::time_point last_token{};
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - num_prompt; }
+  // True while some prompt position's logprob (prompt_logprobs >= 0) is not yet reported.
+  bool owes_prompt_logprobs() const {
+    return params.prompt_logprobs >= 0 && prompt_lp_next < num_prompt;
+  }
 };
 
 }  // namespace gossamer

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 
 namespace gossamer {
 
@@ -11,6 +12,10 @@ Status SchedulerOptions::validate() const {
   if (max_num_batched_tokens < 1) return InvalidArgument("max_num_batched_tokens must be >= 1");
   if (max_model_len < 0) return InvalidArgument("max_model_len must be >= 0");
   if (vocab_limit < 0) return InvalidArgument("vocab_limit must be >= 0");
+  if (prompt_logprob_rows < 1) return InvalidArgument("prompt_logprob_rows must be >= 1");
+  if (prompt_logprob_step_rows < 1) {
+    return InvalidArgument("prompt_logprob_step_rows must be >= 1");
+  }
   return Status::Ok();
 }
 
@@ -140,14 +145,45 @@ void Scheduler::preempt(Request* r) {
   if (metrics_) metrics_->update([](MetricsSnapshot& s) { ++s.preemptions; });
 }
 
+int64_t Scheduler::next_chunk(const Request& r, int64_t budget, int64_t* rows_left) const {
+  const int64_t n = std::min(static_cast<int64_t>(r.tokens.size()) - r.num_computed, budget);
+  if (!r.owes_prompt_logprobs()) return n;
+  const int64_t first_row = r.prompt_lp_next - 1;  // rows before it were reported already
+  if (r.num_computed < first_row) return std::min(n, first_row - r.num_computed);
+  // Scored chunks stay inside the prompt; with max_tokens 0 the last row is not needed.
+  const int64_t end = r.params.max_tokens == 0 ? r.num_prompt - 1 : r.num_prompt;
+  const int64_t k = std::min({n, opts_.prompt_logprob_rows, *rows_left, end - r.num_computed});
+  *rows_left -= std::max<int64_t>(k, 0);
+  return k;
+}
+
+void Scheduler::acquire_prefix(Request* r) {
+  std::span<const int32_t> toks = r->tokens;
+  // A cached position has no logits row: hits must end before the first owed row.
+  if (r->owes_prompt_logprobs()) toks = toks.first(static_cast<size_t>(r->prompt_lp_next));
+  r->num_computed = toks.size() > 1 || !r->owes_prompt_logprobs()
+                        ? kv_.acquire_cached_prefix(toks, &r->blocks)
+                        : 0;
+  if (r->num_cached >= 0) return;
+  r->num_cached = r->num_computed;
+  if (r->stream) r->stream->set_prompt_info(r->num_prompt, r->num_cached);
+  if (metrics_) {
+    metrics_->update([&](MetricsSnapshot& s) {
+      s.prompt_tokens += r->num_prompt;
+      s.cached_prompt_tokens += r->num_cached;
+    });
+  }
+}
+
 std::vector<Scheduler::Scheduled> Scheduler::schedule(int64_t* preempted) {
   std::vector<Scheduled> out;
   int64_t budget = opts_.max_num_batched_tokens;
+  int64_t rows_left = opts_.prompt_logprob_step_rows;
   // 1. Running requests, oldest first. Victims of preemption come from the back.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Request* r = running_[i].get();
-    const int64_t total = static_cast<int64_t>(r->tokens.size());
-    const int64_t n = std::min(total - r->num_computed, budget);
+    int64_t rows = rows_left;
+    const int64_t n = next_chunk(*r, budget, &rows);
     if (n <= 0) continue;
     bool ok = kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n);
     while (!ok) {
@@ -163,27 +199,17 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule(int64_t* preempted) {
     if (!ok) break;
     out.push_back({r, n});
     budget -= n;
+    rows_left = rows;
   }
   // 2. Waiting requests (FCFS), only when nothing was preempted this step.
   while (*preempted == 0 && !waiting_.empty() && budget > 0 &&
          (int64_t)running_.size() < opts_.max_num_seqs) {
     Request* r = waiting_.front().get();
-    if (r->blocks.full.empty() && r->blocks.sliding.empty()) {
-      r->num_computed = kv_.acquire_cached_prefix(r->tokens, &r->blocks);
-      if (r->num_cached < 0) {
-        r->num_cached = r->num_computed;
-        if (r->stream) r->stream->set_prompt_info(r->num_prompt, r->num_cached);
-        if (metrics_) {
-          metrics_->update([&](MetricsSnapshot& s) {
-            s.prompt_tokens += r->num_prompt;
-            s.cached_prompt_tokens += r->num_cached;
-          });
-        }
-      }
-    }
-    const int64_t n = std::min((int64_t)r->tokens.size() - r->num_computed, budget);
-    if (!kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n)) {
-      kv_.free(&r->blocks);  // give the prefix back; retry when blocks free up
+    if (r->blocks.full.empty() && r->blocks.sliding.empty()) acquire_prefix(r);
+    int64_t rows = rows_left;
+    const int64_t n = next_chunk(*r, budget, &rows);
+    if (n <= 0 || !kv_.allocate(&r->blocks, r->num_computed, r->num_computed + n)) {
+      kv_.free(&r->blocks);  // give the prefix back; retry when blocks (or rows) free up
       r->num_computed = 0;
       break;
     }
@@ -191,6 +217,7 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule(int64_t* preempted) {
     waiting_.pop_front();
     out.push_back({r, n});
     budget -= n;
+    rows_left = rows;
   }
   return out;
 }
@@ -302,6 +329,93 @@ bool Scheduler::take_sample(Request* r, const Result<SampledToken>& t) {
   return append_token(r, *t);
 }
 
+SeqChunk Scheduler::make_chunk(const Scheduled& s, bool device, RowSampling* rs) {
+  Request* r = s.req;
+  SeqChunk c;
+  c.tokens = std::span<const int32_t>(r->tokens).subspan(r->num_computed, s.num_new);
+  c.pos0 = r->num_computed;
+  c.blocks_full = r->blocks.full;
+  c.blocks_sliding = r->blocks.sliding;
+  const bool caught_up = r->num_computed + s.num_new == (int64_t)r->tokens.size();
+  const bool scoring = r->owes_prompt_logprobs() && r->num_computed >= r->prompt_lp_next - 1;
+  rs->wanted = caught_up && r->params.max_tokens > 0;
+  c.logits = scoring ? LogitsMode::kAll : rs->wanted ? LogitsMode::kLast : LogitsMode::kNone;
+  if (rs->wanted) {
+    prepare_sampling(r, device && !scoring, rs);  // kAll rows come back as host logits
+    if (rs->on_device) c.sampling = &rs->dev;
+  }
+  return c;
+}
+
+Status Scheduler::report_prompt_logprobs(Request* r, int64_t pos0, std::span<const float> rows,
+                                         int64_t vocab) {
+  // Row j predicts prompt position pos0 + j + 1; report [prompt_lp_next, num_prompt).
+  const int64_t n = vocab > 0 ? static_cast<int64_t>(rows.size()) / vocab : 0;
+  const int64_t first = r->prompt_lp_next - pos0 - 1;
+  const int64_t end = std::min(n, r->num_prompt - pos0 - 1);
+  if (first < 0) {
+    return Internal("prompt position " + std::to_string(r->prompt_lp_next) + " was skipped");
+  }
+  if (end <= first) return Status::Ok();
+  std::vector<SampledToken> entries(static_cast<size_t>(end - first));
+  std::vector<Status> errors(entries.size());
+  if (!score_pool_) {  // the rows are independent (~2 ms each at gpt-oss's vocabulary)
+    score_pool_ = std::make_unique<ThreadPool>(
+        static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+  }
+  score_pool_->parallel_for(end - first, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t j = first + k;
+      Result<SampledToken> t =
+          score_token(rows.subspan(static_cast<size_t>(j * vocab), static_cast<size_t>(vocab)),
+                      r->tokens[pos0 + j + 1], r->params.prompt_logprobs, r->params.vocab_limit);
+      if (t.ok()) {
+        entries[k] = std::move(*t);
+      } else {
+        errors[k] = t.status();
+      }
+    }
+  });
+  for (const Status& st : errors) GS_RETURN_IF_ERROR(st);
+  r->prompt_lp_next += end - first;
+  if (r->stream) r->stream->push_prompt_logprobs(std::move(entries));
+  return Status::Ok();
+}
+
+Result<bool> Scheduler::after_chunk(Request* r, const SeqChunk& c, const RowSampling& rs,
+                                    const StepOutput& out, int64_t* row, size_t* dev_row,
+                                    TokenSampler& sampler) {
+  const int64_t vocab = out.rows > 0 ? (int64_t)out.logits.size() / out.rows : 0;
+  const int64_t n = c.logits == LogitsMode::kAll                   ? (int64_t)c.tokens.size()
+                    : c.logits == LogitsMode::kLast && !c.sampling ? 1
+                                                                   : 0;
+  if (*row + n > out.rows) return Internal("runner returned fewer logits rows than requested");
+  std::span<const float> rows;
+  if (n > 0) rows = std::span<const float>(out.logits).subspan(*row * vocab, n * vocab);
+  *row += n;
+  if (c.logits == LogitsMode::kAll) {
+    Status st = report_prompt_logprobs(r, c.pos0, rows, vocab);
+    if (!st.ok()) {
+      finish(r, FinishReason::kError, -1, "prompt logprobs failed: " + st.message());
+      return true;
+    }
+  }
+  if (r->params.max_tokens == 0 && !r->owes_prompt_logprobs()) {
+    finish(r, FinishReason::kLength, -1, "");  // scored, nothing to generate
+    return true;
+  }
+  if (!rs.wanted) return false;
+  Result<SampledToken> t = InvalidArgument("unset");
+  if (c.sampling) {
+    if (*dev_row >= out.sampled.size()) return Internal("runner returned fewer sampled tokens");
+    t = out.sampled[(*dev_row)++];
+    if (t->token < 0) t = InvalidArgument("the logits row is not finite (NaN or +inf)");
+  } else {
+    t = sample_on_host(r, rows.subspan(rows.size() - static_cast<size_t>(vocab)), rs, sampler);
+  }
+  return take_sample(r, t);
+}
+
 Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
   reap_cancelled();
   StepResult res;
@@ -315,19 +429,7 @@ Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
   std::vector<RowSampling> sampling(sched.size());  // not resized below: chunks point into it
   chunks.reserve(sched.size());
   for (size_t i = 0; i < sched.size(); ++i) {
-    Request* r = sched[i].req;
-    SeqChunk c;
-    c.tokens = std::span<const int32_t>(r->tokens).subspan(r->num_computed, sched[i].num_new);
-    c.pos0 = r->num_computed;
-    c.blocks_full = r->blocks.full;
-    c.blocks_sliding = r->blocks.sliding;
-    const bool caught_up = r->num_computed + sched[i].num_new == (int64_t)r->tokens.size();
-    c.logits = caught_up ? LogitsMode::kLast : LogitsMode::kNone;
-    if (caught_up) {
-      prepare_sampling(r, device, &sampling[i]);
-      if (sampling[i].on_device) c.sampling = &sampling[i].dev;
-    }
-    chunks.push_back(c);
+    chunks.push_back(make_chunk(sched[i], device, &sampling[i]));
     res.scheduled_tokens += sched[i].num_new;
   }
   res.scheduled_requests = static_cast<int64_t>(sched.size());
@@ -339,26 +441,15 @@ Result<StepResult> Scheduler::step(ModelRunner& runner, TokenSampler& sampler) {
     remove_finished();
     return st;
   }
-  const int64_t vocab = out.rows > 0 ? (int64_t)out.logits.size() / out.rows : 0;
   int64_t row = 0;
   size_t dev_row = 0;
   for (size_t i = 0; i < sched.size(); ++i) {
     Request* r = sched[i].req;
     r->num_computed += sched[i].num_new;
     kv_.on_computed(&r->blocks, r->tokens, r->num_computed);
-    if (chunks[i].logits != LogitsMode::kLast) continue;
-    Result<SampledToken> t = InvalidArgument("unset");
-    if (chunks[i].sampling) {
-      if (dev_row >= out.sampled.size()) return Internal("runner returned fewer sampled tokens");
-      t = out.sampled[dev_row++];
-      if (t->token < 0) t = InvalidArgument("the logits row is not finite (NaN or +inf)");
-    } else {
-      if (row >= out.rows) return Internal("runner returned fewer logits rows than requested");
-      std::span<const float> logits(out.logits.data() + row * vocab, vocab);
-      ++row;
-      t = sample_on_host(r, logits, sampling[i], sampler);
-    }
-    res.finished += take_sample(r, t);
+    GS_ASSIGN_OR_RETURN(const bool fin,
+                        after_chunk(r, chunks[i], sampling[i], out, &row, &dev_row, sampler));
+    res.finished += fin;
   }
   remove_finished();
   if (metrics_) metrics_->update([](MetricsSnapshot& s) { ++s.steps; });

@@ -6,6 +6,15 @@
 // released (full blocks stay in the prefix cache) and it goes back to the front of the waiting
 // queue, to be recomputed later (its tokens so far become its prompt).
 //
+// Prompt logprobs (GenerationParams::prompt_logprobs >= 0): the request skips the prefix cache
+// for the positions it still has to report (a cached position has no logits row), and its prompt
+// chunks are computed with LogitsMode::kAll, at most prompt_logprob_rows rows per step (host
+// logits: vocab floats a row). Each row reports the next prompt token's logprob (score_token in
+// runtime/request.h) to the stream; Request::prompt_lp_next remembers what was reported, so a
+// recomputation after preemption reports nothing twice. The row of the last prompt position
+// samples the first generated token on the host when it falls in such a chunk; with max_tokens 0
+// the request finishes (reason length) once every position is reported, without sampling.
+//
 // Single-threaded: the Engine calls it from its own thread.
 #pragma once
 
@@ -16,6 +25,7 @@
 #include <random>
 #include <vector>
 
+#include "common/thread_pool.h"
 #include "engine/model_runner.h"
 #include "runtime/block_manager.h"
 #include "runtime/metrics.h"
@@ -33,6 +43,9 @@ struct SchedulerOptions {
   // vocab_size(): gpt-oss has 201088 logits rows for 200019 token ids. Applied to every request
   // (GenerationParams::vocab_limit) at add().
   int64_t vocab_limit = 0;
+  // Prompt logprobs: logits rows (positions) per request per step, and per step in all.
+  int64_t prompt_logprob_rows = 64;
+  int64_t prompt_logprob_step_rows = 256;
   Status validate() const;
 };
 
@@ -79,12 +92,26 @@ class Scheduler {
   };
   // How one chunk's next token is sampled (kept alive across runner.step: SeqChunk points here).
   struct RowSampling {
+    bool wanted = false;  // the chunk's last row samples the request's next token
     bool on_device = false;
     std::optional<std::vector<int32_t>> allowed;  // TokenConstraint restriction (host path)
     DeviceSampling dev;
     std::vector<int32_t> pen_tokens, pen_counts;  // dev.penalty_* view these
     std::vector<float> pen_bias;                  // dev.penalty_bias views it (logit_bias)
   };
+  // The next chunk of r under `budget` tokens and `*rows_left` prompt-logprob rows (consumed).
+  int64_t next_chunk(const Request& r, int64_t budget, int64_t* rows_left) const;
+  // Takes cached prefix blocks for a request entering the running set (none for positions
+  // whose prompt logprobs are still owed).
+  void acquire_prefix(Request* r);
+  SeqChunk make_chunk(const Scheduled& s, bool device, RowSampling* rs);
+  // Reports the prompt logprobs of a kAll chunk's rows (positions [pos0, pos0 + n)).
+  Status report_prompt_logprobs(Request* r, int64_t pos0, std::span<const float> rows,
+                                int64_t vocab);
+  // Handles one scheduled chunk's output after the step; true when r finished.
+  Result<bool> after_chunk(Request* r, const SeqChunk& c, const RowSampling& rs,
+                           const StepOutput& out, int64_t* row, size_t* dev_row,
+                           TokenSampler& sampler);
   void prepare_sampling(Request* r, bool device, RowSampling* s);
   static void build_penalty_list(const GenerationParams& p, std::span<const int32_t> generated,
                                  RowSampling* s);
@@ -109,7 +136,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Request>> running_;  // admission order
   std::deque<std::unique_ptr<Request>> waiting_;
   std::vector<float> logits_scratch_;
-  std::random_device seed_source_;  // seeds of requests without params.seed
+  std::random_device seed_source_;          // seeds of requests without params.seed
+  std::unique_ptr<ThreadPool> score_pool_;  // prompt logprob rows (made on first use)
 };
 
 }  // namespace gossamer

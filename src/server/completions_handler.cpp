@@ -21,6 +21,11 @@ struct TextChoice {
   bool done = false, stop_hit = false;
   int64_t prompt_tokens = 0, cached_tokens = 0;
   std::vector<int32_t> stop_ids;
+  // echo: the prompt text and ids, and the prompt logprobs (entry j: prompt position j + 1).
+  bool echo = false, echo_sent = false;
+  std::string echo_text;
+  std::vector<int32_t> prompt_ids;
+  std::vector<SampledToken> prompt_lps;
   TextChoice(std::shared_ptr<RequestStream> s, std::shared_ptr<const Tokenizer> tok,
              std::vector<std::string> stops, std::vector<int32_t> stop_token_ids)
       : stream(std::move(s)),
@@ -37,6 +42,7 @@ struct TextChoice {
     if (!stream->wait(&c, kPoll)) return false;
     prompt_tokens = c.prompt_tokens;
     cached_tokens = c.cached_tokens;
+    prompt_lps.insert(prompt_lps.end(), c.prompt_logprobs.begin(), c.prompt_logprobs.end());
     for (const SampledToken& t : c.tokens) {
       if (stop_hit) break;
       tokens.push_back(t);
@@ -67,6 +73,10 @@ struct TextChoice {
     return true;
   }
   bool timed_out() const { return reason == FinishReason::kTimeout; }
+  // Every prompt logprob has arrived (or none was asked for): the echo can be sent.
+  bool echo_ready(bool scoring) const {
+    return !scoring || prompt_lps.size() + 1 >= prompt_ids.size();
+  }
   std::string finish_reason() const {
     if (stop_hit) return "stop";
     return reason == FinishReason::kLength || reason == FinishReason::kTimeout ? "length" : "stop";
@@ -83,11 +93,20 @@ struct Job {
 
 constexpr size_t kMaxChoices = 256;  // prompts x n per request
 
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;  // as given (string prompts); the decoded ids when echoed
+  bool is_text = false;
+};
+
 // One prompt: a string, or a non-empty array of token ids (checked against the vocabulary).
-bool one_prompt(const Ctx& ctx, const json& p, const std::string& param, std::vector<int32_t>* ids,
+bool one_prompt(const Ctx& ctx, const json& p, const std::string& param, Prompt* out,
                 ApiError* err) {
+  std::vector<int32_t>* ids = &out->ids;
   if (p.is_string()) {
-    *ids = ctx.tok->encode(p.get<std::string>(), /*allow_special=*/true);
+    out->text = p.get<std::string>();
+    out->is_text = true;
+    *ids = ctx.tok->encode(out->text, /*allow_special=*/true);
     if (ids->empty()) return *err = bad_request("'" + param + "' is empty", param), false;
     return true;
   }
@@ -109,8 +128,7 @@ bool one_prompt(const Ctx& ctx, const json& p, const std::string& param, std::ve
 }
 
 // `prompt`: a string, an array of ids, or a batch (array of strings / of id arrays).
-bool prompt_batch(const Ctx& ctx, const json& body, std::vector<std::vector<int32_t>>* out,
-                  ApiError* err) {
+bool prompt_batch(const Ctx& ctx, const json& body, std::vector<Prompt>* out, ApiError* err) {
   auto it = body.find("prompt");
   if (it == body.end()) return *err = bad_request("'prompt' is required", "prompt"), false;
   const json& p = *it;
@@ -134,26 +152,45 @@ bool prompt_batch(const Ctx& ctx, const json& body, std::vector<std::vector<int3
   return true;
 }
 
-json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t from,
-                   int64_t text_offset0) {
+// The legacy logprobs object, built token by token; `off` is the text offset in bytes.
+struct LogprobArrays {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
-  int64_t off = text_offset0;
-  for (size_t i = from; i < toks.size(); ++i) {
-    Result<std::string> b = ctx.tok->token_bytes(toks[i].token);
+  int64_t off = 0;
+  // t == nullptr: a token without logprob (the first prompt token): null entries.
+  void add(const Tokenizer& tok, int32_t id, const SampledToken* t) {
+    Result<std::string> b = tok.token_bytes(id);
     std::string s = b.ok() ? *b : std::string();
     tokens.push_back(s);
-    lps.push_back(toks[i].logprob);
-    json top = json::object();
-    for (const auto& a : toks[i].top) {
-      Result<std::string> ab = ctx.tok->token_bytes(a.token);
-      top[ab.ok() ? *ab : std::string()] = a.logprob;
+    lps.push_back(t ? json(t->logprob) : json(nullptr));
+    json top = t ? json::object() : json(nullptr);
+    for (size_t i = 0; t && i < t->top.size(); ++i) {
+      Result<std::string> ab = tok.token_bytes(t->top[i].token);
+      top[ab.ok() ? *ab : std::string()] = t->top[i].logprob;
     }
-    tops.push_back(top);
+    tops.push_back(std::move(top));
     offs.push_back(off);
     off += static_cast<int64_t>(s.size());
   }
-  return json{
-      {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+  json done() {
+    return json{
+        {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
+  }
+};
+
+// The prompt's tokens (echo): the first has null logprobs, the others their reported entries.
+void add_prompt_logprobs(const Ctx& ctx, const TextChoice& c, LogprobArrays* a) {
+  for (size_t i = 0; i < c.prompt_ids.size(); ++i) {
+    const SampledToken* t = i > 0 && i - 1 < c.prompt_lps.size() ? &c.prompt_lps[i - 1] : nullptr;
+    a->add(*ctx.tok, c.prompt_ids[i], t);
+  }
+}
+
+json logprobs_json(const Ctx& ctx, const std::vector<SampledToken>& toks, size_t from,
+                   int64_t text_offset0) {
+  LogprobArrays a;
+  a.off = text_offset0;
+  for (size_t i = from; i < toks.size(); ++i) a.add(*ctx.tok, toks[i].token, &toks[i]);
+  return a.done();
 }
 
 // Prompt tokens are counted once per prompt (choices i*n .. i*n+n-1 share prompt i).
@@ -194,10 +231,20 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
     if (job.finished[i]) continue;
     TextChoice& c = *job.choices[i];
     const size_t before = c.tokens.size();
-    const int64_t off0 = static_cast<int64_t>(c.text.size());
+    const int64_t off0 = static_cast<int64_t>(c.echo_text.size() + c.text.size());
     std::string delta;
     const bool done = c.poll(&delta);
     if (!done) c.text += delta;
+    if (c.echo && !c.echo_sent && (done || c.echo_ready(job.ro.gen.prompt_logprobs >= 0))) {
+      c.echo_sent = true;  // the prompt text (and its logprobs) before any generated text
+      LogprobArrays a;
+      if (job.ro.gen.logprobs) add_prompt_logprobs(ctx, c, &a);
+      json ch{{"index", (int)i},
+              {"text", c.echo_text},
+              {"logprobs", job.ro.gen.logprobs ? a.done() : json(nullptr)},
+              {"finish_reason", nullptr}};
+      if (!send(body_json(ctx, job, json::array({ch})))) return false;
+    }
     if (!delta.empty() || (done && !c.timed_out())) {
       json lp = job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, before, off0) : json(nullptr);
       const bool end = done && !c.timed_out();  // a timeout ends with an error event instead
@@ -253,9 +300,14 @@ bool wait_all(Job& job, PeerWatch& peer) {
 }
 
 // Submits n choices per prompt: choice index = prompt_index * n + j, seed + j.
-bool submit_all(Ctx& ctx, const std::vector<std::vector<int32_t>>& prompts, Job& job,
-                ApiError* err) {
-  for (const auto& ids : prompts) {
+bool submit_all(Ctx& ctx, const std::vector<Prompt>& prompts, Job& job, ApiError* err) {
+  for (const Prompt& pr : prompts) {
+    const std::vector<int32_t>& ids = pr.ids;
+    std::string echo_text;
+    if (job.ro.echo) {  // the prompt as given, or the decoded ids
+      Result<std::string> text = pr.is_text ? Result<std::string>(pr.text) : ctx.tok->decode(ids);
+      echo_text = text.ok() ? *text : std::string();
+    }
     GenerationParams g0 = job.ro.gen;
     if (!job.ro.max_tokens_given) {
       const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
@@ -268,6 +320,12 @@ bool submit_all(Ctx& ctx, const std::vector<std::vector<int32_t>>& prompts, Job&
       if (!stream.ok()) return *err = from_status(stream.status()), false;
       job.choices.push_back(
           std::make_unique<TextChoice>(*stream, ctx.tok, job.ro.stop, g.stop_token_ids));
+      TextChoice& c = *job.choices.back();
+      c.echo = job.ro.echo;
+      if (c.echo) {
+        c.prompt_ids = ids;
+        c.echo_text = echo_text;
+      }
     }
   }
   return true;
@@ -282,11 +340,18 @@ void respond_blocking(Ctx& ctx, Job& job, PeerWatch& peer, httplib::Response& re
       return send_error(res, timeout_error(ctx, static_cast<int64_t>(c.tokens.size())));
     }
     if (!c.error.empty()) return send_error(res, ApiError{500, c.error, "server_error", "", ""});
-    choices.push_back(
-        {{"index", (int)i},
-         {"text", c.text},
-         {"logprobs", job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, 0, 0) : json(nullptr)},
-         {"finish_reason", c.finish_reason()}});
+    json lp = nullptr;
+    if (job.ro.gen.logprobs) {  // echo: the prompt's tokens first
+      LogprobArrays a;
+      if (c.echo) add_prompt_logprobs(ctx, c, &a);
+      a.off = static_cast<int64_t>(c.echo_text.size());
+      for (const SampledToken& t : c.tokens) a.add(*ctx.tok, t.token, &t);
+      lp = a.done();
+    }
+    choices.push_back({{"index", (int)i},
+                       {"text", c.echo_text + c.text},
+                       {"logprobs", std::move(lp)},
+                       {"finish_reason", c.finish_reason()}});
   }
   json out = body_json(ctx, job, choices);
   out["usage"] = usage(job);
@@ -299,7 +364,7 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
   json body;
   ApiError err;
   if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
-  std::vector<std::vector<int32_t>> prompts;
+  std::vector<Prompt> prompts;
   if (!prompt_batch(ctx, body, &prompts, &err)) return send_error(res, err);
   auto job = std::make_shared<Job>();
   if (!parse_request_options(body, Endpoint::kCompletions, 16, &job->ro, &err)) {
@@ -312,6 +377,11 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
                                   "prompt"));
   }
   if (!job->ro.ignore_eos) job->ro.gen.stop_token_ids = ctx.completion_stop_ids;
+  GenerationParams& g = job->ro.gen;
+  // echo + logprobs: the prompt tokens' logprobs too; max_tokens 0 always scores the prompt.
+  if (job->ro.echo && (g.logprobs || g.max_tokens == 0)) {
+    g.prompt_logprobs = g.logprobs ? g.top_logprobs : 0;
+  }
   job->ro.gen.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
   job->id = make_id(ctx, "cmpl-");

@@ -155,10 +155,17 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
   if (!get_logit_bias(b, &g, err)) return false;
   const char* max_keys[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
   g.max_tokens = default_max_tokens;
+  if (ep == Endpoint::kCompletions && !get_bool(b, "echo", &out->echo, err)) return false;
+  const int64_t min_tokens = out->echo ? 0 : 1;  // 0: score the echoed prompt only
   for (const char* k : max_keys) {
     if (ep == Endpoint::kResponses && std::string(k) != "max_output_tokens") continue;
     if (ep != Endpoint::kResponses && std::string(k) == "max_output_tokens") continue;
-    if (!get_int(b, k, 1, INT64_MAX, &g.max_tokens, &out->max_tokens_given, err)) return false;
+    if (!get_int(b, k, min_tokens, INT64_MAX, &g.max_tokens, &out->max_tokens_given, err)) {
+      if (ep == Endpoint::kCompletions && b[k].is_number_integer() && b[k] == 0) {
+        err->message += " (0 needs echo: true)";
+      }
+      return false;
+    }
   }
   if (ep != Endpoint::kResponses && !get_stop(b, &out->stop, err)) return false;
   if (!get_int(b, "n", 1, 16, &out->n, nullptr, err)) return false;

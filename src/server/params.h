@@ -22,6 +22,9 @@ struct RequestOptions {
   // vLLM extension: stop tokens (eos ids, harmony terminators) do not end the generation; it runs
   // to max_tokens (fixed-length benchmarks). Stop strings still apply.
   bool ignore_eos = false;
+  // /v1/completions only: return the prompt before the completion (and, with logprobs, the
+  // prompt tokens' logprobs); allows max_tokens 0 (score the prompt only).
+  bool echo = false;
 };
 
 // Parses the fields; `ep` selects the spelling (max_tokens / max_completion_tokens /
