@@ -52,7 +52,10 @@ void expect_rows_match_bf16kv(const std::vector<double>& errs, const char* what,
 // heads 1/1): 2.1e-5 vs 10 of 21 rows off. So the fp32 bound (60% within 1e-2, median <= 5e-3)
 // applies to the rows before the first one where the references differ by more than kRefFlip
 // (`refs`: bf16-K/V CPU vs fp32 CPU per row), or to none when an earlier step (the prompt, for
-// the decode rows) already had such a flip (`flipped_before`); every row keeps max <= 0.5.
+// the decode rows) already had such a flip (`flipped_before`). Every row keeps error <= 0.5, or
+// <= the references' own distance + 0.05 where that is larger (the GPU is within ~1e-4 of the
+// bf16-K/V reference, so the triangle inequality bounds it by the references' distance; seed
+// 10345557046895335853, top-1 of 18 experts: the references 0.689 apart after a flip at row 13).
 constexpr double kRefFlip = 0.05;
 void expect_rows_close_fp32(const std::vector<double>& errs, const std::vector<double>& refs,
                             const char* what, bool flipped_before = false) {
@@ -77,7 +80,9 @@ void expect_rows_close_fp32(const std::vector<double>& errs, const std::vector<d
     EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
     EXPECT_LE(s.median, 5e-3) << what;
   }
-  EXPECT_LE(*std::max_element(errs.begin(), errs.end()), 0.5) << what;
+  for (size_t i = 0; i < errs.size(); ++i) {
+    EXPECT_LE(errs[i], std::max(0.5, refs[i] + 0.05)) << what << ", row " << i;
+  }
 }
 
 struct Fixture {
