@@ -65,7 +65,8 @@ void expect_rows_close_fp32(const std::vector<double>& errs, const std::vector<d
   while (!flipped_before && cut < refs.size() && refs[cut] <= kRefFlip) ++cut;
   if (flipped_before) {
     std::printf(
-        "  %s: after a routing flip between the CPU references in the prompt: no fp32 "
+        "  %s: after a routing flip in the prompt (between the references, or the GPU and one): no "
+        "fp32 "
         "bound\n",
         what);
   } else if (cut < refs.size()) {
@@ -78,7 +79,11 @@ void expect_rows_close_fp32(const std::vector<double>& errs, const std::vector<d
     const RowStats s =
         row_stats({errs.begin(), errs.begin() + static_cast<std::ptrdiff_t>(cut)}, 1e-2, what);
     EXPECT_GE(s.within, static_cast<int>(0.6 * s.n)) << what;
-    EXPECT_LE(s.median, 5e-3) << what;
+    // As close to the fp32 CPU as the bf16-K/V CPU is (its rounding dominates), 5e-3 at least:
+    // GOSSAMER_SEED=4370212830379325868 (4 layers, hidden 320, window 4) gave 5.08e-3.
+    std::vector<double> r(refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(cut));
+    std::nth_element(r.begin(), r.begin() + r.size() / 2, r.end());
+    EXPECT_LE(s.median, std::max(5e-3, r[r.size() / 2] + 2e-3)) << what;
   }
   for (size_t i = 0; i < errs.size(); ++i) {
     EXPECT_LE(errs[i], std::max(0.5, refs[i] + 0.05)) << what << ", row " << i;
@@ -92,6 +97,7 @@ struct Fixture {
   std::unique_ptr<ModelRunner> cpu_bf16;  // K/V rounded to bf16 like the GPU's cache
   std::unique_ptr<CudaModelRunner> gpu;
   KvCacheSpec kv;
+  std::string bf16_dump;  // cpu_bf16's per-step activations (router logits: gpu_flip_row)
   ~Fixture() {
     cpu.reset();
     cpu_bf16.reset();
@@ -125,6 +131,7 @@ void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max
   CpuRunnerOptions co;
   co.threads = 2;
   co.kv_bf16 = true;
+  co.dump_dir = f->bf16_dump = (f->dir / "bf16_dump").string();
   auto cpu_bf16 = make_cpu_runner(f->model, f->kv, co);
   ASSERT_TRUE(cpu_bf16.ok()) << cpu_bf16.status().ToString();
   f->cpu_bf16 = std::move(*cpu_bf16);
@@ -148,8 +155,49 @@ int argmax(const float* v, int64_t n, float* margin) {
   return static_cast<int>(best);
 }
 
+// A GPU row more than kGpuFlip off the bf16-K/V CPU is a routing flip between the two (the
+// arithmetic otherwise agrees to ~1e-4), legitimate only where that reference's routing is
+// near-tied on the row: its k-th and (k+1)-th router logits less than kTieGap apart in some
+// layer (router_tie_gap on its dump; prefill_test.cpp uses the same bound). H100, wide configs,
+// GOSSAMER_SEED=3794070299186983185 (hidden 160, top-7 of 24 experts, 3 layers): prefill rows
+// 9 of 13 within 1e-2 of the bf16-K/V CPU after such a flip. Returns the first flipped row
+// (e16.size() if none); `step0` is the reference's dump step of row 0, and decode rows
+// (`per_step`) are one step each.
+constexpr double kGpuFlip = 1e-2, kTieGap = 1e-2;
+size_t gpu_flip_row(const Fixture& f, const std::vector<double>& e16, int step0, bool per_step,
+                    const char* what) {
+  size_t r = 0;
+  while (r < e16.size() && e16[r] <= kGpuFlip) ++r;
+  if (r == e16.size()) return r;
+  const ModelConfig& c = f.model->config;
+  const int step = per_step ? step0 + static_cast<int>(r) : step0;
+  const int row = per_step ? 0 : static_cast<int>(r);
+  const double gap =
+      cudatest::router_tie_gap(f.bf16_dump, step, static_cast<int>(c.num_hidden_layers), row,
+                               static_cast<int>(c.experts_per_token));
+  std::printf("  %s: row %zu is %.3g off, a routing flip (reference gap %.3g)\n", what, r, e16[r],
+              gap);
+  EXPECT_GE(gap, 0) << "unreadable CPU router logits in " << f.bf16_dump;
+  EXPECT_LT(gap, kTieGap) << what << ": row " << r << " is " << e16[r]
+                          << " off but its routing is not near-tied in the reference";
+  return r;
+}
+
+std::vector<double> head(const std::vector<double>& e, size_t n) {
+  return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
+}
+
+// The bf16-K/V bounds on the rows before `cut` (none when the sequence flipped earlier), and
+// every row within max <= 0.5.
+void expect_rows_match_bf16kv_until(const std::vector<double>& e16, size_t cut, const char* what) {
+  if (cut > 0) expect_rows_match_bf16kv(head(e16, cut), what);
+  for (size_t i = cut; i < e16.size(); ++i) EXPECT_LE(e16[i], 0.5) << what << ", row " << i;
+}
+
 // Prefill (all logits) + greedy decode of one sequence on the GPU and both CPU runners, feeding
-// the fp32 CPU's greedy token to all three; logits compared every step.
+// the fp32 CPU's greedy token to all three; logits compared every step. Routing flips (between
+// the references, or between the GPU and the bf16-K/V one) end the tight bounds from the flipped
+// row on; the greedy agreement counts the decode steps before any flip.
 void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
   const int64_t V = f.model->config.vocab_size;
   std::mt19937_64 rng(seed);
@@ -172,15 +220,20 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
     e16.push_back(rel_err(&og.logits[r * V], &ob.logits[r * V], V));
     refs.push_back(rel_err(&ob.logits[r * V], &oc.logits[r * V], V));
   }
-  expect_rows_match_bf16kv(e16, "prefill rows vs cpu (bf16 K/V)");
-  expect_rows_close_fp32(e32, refs, "prefill rows vs cpu (fp32)");
-  // The decode rows attend to every prompt row: after a flip between the references in the
-  // prompt, they are compared with the fp32 CPU for max <= 0.5 only.
-  const bool prompt_flip = *std::max_element(refs.begin(), refs.end()) > kRefFlip;
+  const char* pre = "prefill rows vs cpu (bf16 K/V)";
+  const size_t gpu_cut = gpu_flip_row(f, e16, 0, false, pre);
+  expect_rows_match_bf16kv_until(e16, gpu_cut, pre);
+  const char* pre32 = "prefill rows vs cpu (fp32)";
+  if (gpu_cut > 0) expect_rows_close_fp32(head(e32, gpu_cut), head(refs, gpu_cut), pre32);
+  for (size_t i = gpu_cut; i < e32.size(); ++i) EXPECT_LE(e32[i], 0.5) << pre32 << ", row " << i;
+  // The decode rows attend to every prompt row: after a flip in the prompt, they are compared
+  // for max <= 0.5 only.
+  const bool prompt_flip =
+      *std::max_element(refs.begin(), refs.end()) > kRefFlip || gpu_cut < e16.size();
   e32.clear();
   e16.clear();
   refs.clear();
-  int compared = 0, agreed = 0;
+  std::vector<int> agree;  // per decode step: 1 / 0 (agreed or not), -1 near-tied
   float margin = 0;
   int32_t tok = argmax(&oc.logits[(prompt_len - 1) * V], V, &margin);
   for (int step = 0; step < decode_steps; ++step) {
@@ -199,17 +252,25 @@ void run_sequence(Fixture& f, uint64_t seed, int prompt_len, int decode_steps) {
     auto sampled = f.gpu->last_greedy_tokens();
     ASSERT_TRUE(sampled.ok());
     EXPECT_EQ((*sampled)[0], tg) << "GPU-side greedy token differs from argmax of its logits";
-    if (mc > 1e-3f * std::max(1.f, std::fabs(oc.logits[tc]))) {  // not a near-tie
-      ++compared;
-      agreed += tc == tg;
-    }
+    const bool tied = mc <= 1e-3f * std::max(1.f, std::fabs(oc.logits[tc]));
+    agree.push_back(tied ? -1 : tc == tg);
     tok = tc;
   }
-  expect_rows_match_bf16kv(e16, "decode steps vs cpu (bf16 K/V)");
-  expect_rows_close_fp32(e32, refs, "decode steps vs cpu (fp32)", prompt_flip);
-  std::printf("greedy agreement with the fp32 cpu %d/%d (non-tied steps)\n", agreed, compared);
+  const char* dec = "decode steps vs cpu (bf16 K/V)";
+  const size_t dec_cut = prompt_flip ? 0 : gpu_flip_row(f, e16, 1, true, dec);
+  expect_rows_match_bf16kv_until(e16, dec_cut, dec);
+  const char* dec32 = "decode steps vs cpu (fp32)";
+  const size_t n32 = prompt_flip ? e32.size() : dec_cut;  // after a prompt flip: no fp32 bound
+  if (n32 > 0) expect_rows_close_fp32(head(e32, n32), head(refs, n32), dec32, prompt_flip);
+  for (size_t i = n32; i < e32.size(); ++i) EXPECT_LE(e32[i], 0.5) << dec32 << ", row " << i;
+  size_t steps = 0;  // decode steps before any flip: the GPU's, or the references' (kRefFlip)
+  while (steps < dec_cut && refs[steps] <= kRefFlip) ++steps;
+  int compared = 0, agreed = 0;
+  for (size_t i = 0; i < steps; ++i) compared += agree[i] >= 0, agreed += agree[i] == 1;
+  std::printf("greedy agreement with the fp32 cpu %d/%d (non-tied steps before any flip, of %d)\n",
+              agreed, compared, decode_steps);
   EXPECT_GE(agreed, compared * 9 / 10);
-  EXPECT_GE(compared, decode_steps * 3 / 4);
+  EXPECT_GE(compared, static_cast<int>(steps) * 3 / 4);
 }
 
 TEST(CudaRunner, MatchesCpuReferenceOnRandomSmallModels) {
