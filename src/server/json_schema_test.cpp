@@ -8,30 +8,14 @@
 #include <algorithm>
 
 #include "server/json_matcher.h"
+#include "server/token_fixture_test_util.h"
 
 namespace gossamer::server {
 namespace {
 
-struct Fixture {
-  std::shared_ptr<const Tokenizer> tok;
-  std::shared_ptr<const TokenPieceIndex> pieces;
-  std::shared_ptr<const TokenTrie> trie;
-};
-
+using Fixture = testing::TokenFixture;
 const Fixture& fixture() {
-  static const Fixture f = [] {
-    Fixture x;
-    auto t = Tokenizer::load(GOSSAMER_TEST_TOKENIZER);
-    if (!t.ok()) return x;
-    x.tok = *t;
-    auto p = TokenPieceIndex::build(*x.tok);
-    if (!p.ok()) return x;
-    x.pieces = *p;
-    auto tr = TokenTrie::build(*x.pieces, x.tok->vocab_size());
-    if (tr.ok()) x.trie = *tr;
-    return x;
-  }();
-  return f;
+  return testing::token_fixture();
 }
 
 TEST(JsonSchema, RefusesUnsupportedKeywordsWithTheirPath) {

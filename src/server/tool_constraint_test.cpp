@@ -10,25 +10,14 @@
 #include <random>
 #include <set>
 
+#include "server/token_fixture_test_util.h"
+
 namespace gossamer::server {
 namespace {
 
-struct Fixture {
-  std::shared_ptr<const Tokenizer> tok;
-  std::shared_ptr<const TokenPieceIndex> index;
-};
-
+using Fixture = testing::TokenFixture;
 const Fixture& fixture() {
-  static const Fixture f = [] {
-    Fixture x;
-    auto t = Tokenizer::load(GOSSAMER_TEST_TOKENIZER);
-    if (!t.ok()) return x;
-    x.tok = *t;
-    auto idx = TokenPieceIndex::build(*x.tok);
-    if (idx.ok()) x.index = *idx;
-    return x;
-  }();
-  return f;
+  return testing::token_fixture();
 }
 
 // Oracle: every ordinary token whose bytes keep `text` a prefix of some "NAME ".
@@ -53,9 +42,9 @@ std::vector<int32_t> brute_force(const Tokenizer& tok, const std::string& text,
 
 TEST(ToolConstraint, RandomWalksAlwaysSpellAToolCall) {
   const Fixture& f = fixture();
-  ASSERT_TRUE(f.tok && f.index) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  ASSERT_TRUE(f.tok && f.pieces) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   const std::vector<std::string> names = {"get_weather", "get_time", "get", "lookup_user-2"};
-  auto c = ToolNameConstraint::create(*f.tok, f.index, names);
+  auto c = ToolNameConstraint::create(*f.tok, f.pieces, names);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const uint64_t seed = std::random_device{}();
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
@@ -95,8 +84,8 @@ TEST(ToolConstraint, RandomWalksAlwaysSpellAToolCall) {
 
 TEST(ToolConstraint, LeavesTheGrammarAndClosingTokens) {
   const Fixture& f = fixture();
-  ASSERT_TRUE(f.tok && f.index);
-  auto c = ToolNameConstraint::create(*f.tok, f.index, {"alpha", "beta"});
+  ASSERT_TRUE(f.tok && f.pieces);
+  auto c = ToolNameConstraint::create(*f.tok, f.pieces, {"alpha", "beta"});
   ASSERT_TRUE(c.ok());
   // An off-grammar token (the runtime ignored the constraint): no restriction any more.
   const std::vector<int32_t> off = f.tok->encode("zzz");
@@ -120,13 +109,13 @@ TEST(ToolConstraint, LeavesTheGrammarAndClosingTokens) {
 
 TEST(ToolConstraint, RejectsBadNames) {
   const Fixture& f = fixture();
-  ASSERT_TRUE(f.tok && f.index);
-  auto empty = ToolNameConstraint::create(*f.tok, f.index, {"ok", ""});
+  ASSERT_TRUE(f.tok && f.pieces);
+  auto empty = ToolNameConstraint::create(*f.tok, f.pieces, {"ok", ""});
   EXPECT_FALSE(empty.ok());
-  auto space = ToolNameConstraint::create(*f.tok, f.index, {"has space"});
+  auto space = ToolNameConstraint::create(*f.tok, f.pieces, {"has space"});
   ASSERT_FALSE(space.ok());
   EXPECT_NE(space.status().message().find("has space"), std::string::npos);
-  EXPECT_FALSE(ToolNameConstraint::create(*f.tok, f.index, {}).ok());
+  EXPECT_FALSE(ToolNameConstraint::create(*f.tok, f.pieces, {}).ok());
   EXPECT_FALSE(ToolNameConstraint::create(*f.tok, nullptr, {"a"}).ok());
 }
 

@@ -20,6 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using cudatest::fresh_seed;
+using cudatest::head;
 using cudatest::rel_err;
 using cudatest::row_stats;
 using cudatest::RowStats;
@@ -169,22 +170,11 @@ size_t gpu_flip_row(const Fixture& f, const std::vector<double>& e16, int step0,
   size_t r = 0;
   while (r < e16.size() && e16[r] <= kGpuFlip) ++r;
   if (r == e16.size()) return r;
-  const ModelConfig& c = f.model->config;
   const int step = per_step ? step0 + static_cast<int>(r) : step0;
   const int row = per_step ? 0 : static_cast<int>(r);
-  const double gap =
-      cudatest::router_tie_gap(f.bf16_dump, step, static_cast<int>(c.num_hidden_layers), row,
-                               static_cast<int>(c.experts_per_token));
-  std::printf("  %s: row %zu is %.3g off, a routing flip (reference gap %.3g)\n", what, r, e16[r],
-              gap);
-  EXPECT_GE(gap, 0) << "unreadable CPU router logits in " << f.bf16_dump;
-  EXPECT_LT(gap, kTieGap) << what << ": row " << r << " is " << e16[r]
-                          << " off but its routing is not near-tied in the reference";
+  cudatest::expect_near_tied_route(f.bf16_dump, step, row, f.model->config, r, e16[r], kTieGap,
+                                   what);
   return r;
-}
-
-std::vector<double> head(const std::vector<double>& e, size_t n) {
-  return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
 }
 
 // The bf16-K/V bounds on the rows before `cut` (none when the sequence flipped earlier), and

@@ -1,6 +1,8 @@
 // Helpers shared by the CUDA runner's end-to-end tests (this folder's *_test.cpp files).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -124,6 +126,24 @@ inline double router_tie_gap(const std::string& dump_dir, int step, int layers, 
     gap = std::min(gap, static_cast<double>(*std::min_element(v.begin(), v.begin() + k) - v[k]));
   }
   return gap;
+}
+
+// A row `r` found `err` off a reference must be a routing flip: near-tied (gap < tie_gap) in the
+// reference's dump at (step, row). Prints the finding; EXPECTs (gtest) on the gap.
+inline void expect_near_tied_route(const std::string& dump, int step, int row, const ModelConfig& c,
+                                   size_t r, double err, double tie_gap, const std::string& what) {
+  const double gap = router_tie_gap(dump, step, static_cast<int>(c.num_hidden_layers), row,
+                                    static_cast<int>(c.experts_per_token));
+  std::printf("  %s: row %zu is %.3g off, a routing flip (reference gap %.3g)\n", what.c_str(), r,
+              err, gap);
+  EXPECT_GE(gap, 0) << "unreadable CPU router logits in " << dump;
+  EXPECT_LT(gap, tie_gap) << what << ": row " << r << " is " << err
+                          << " off but its routing is not near-tied in the reference";
+}
+
+// The first n entries of e (all of them when n >= e.size()).
+inline std::vector<double> head(const std::vector<double>& e, size_t n) {
+  return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
 }
 
 }  // namespace gossamer::cudatest

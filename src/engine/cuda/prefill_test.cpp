@@ -27,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using cudatest::fresh_seed;
+using cudatest::head;
 using cudatest::rel_err;
 using cudatest::row_stats;
 using cudatest::RowStats;
@@ -240,20 +241,9 @@ size_t flip_row(const Fixture& f, const std::vector<double>& e, const std::strin
   size_t r = 0;
   while (r < e.size() && e[r] <= kFlip) ++r;
   if (r == e.size()) return r;
-  const ModelConfig& c = f.model->config;
-  const double gap =
-      cudatest::router_tie_gap(f.cpu_dump, 0, static_cast<int>(c.num_hidden_layers),
-                               static_cast<int>(r), static_cast<int>(c.experts_per_token));
-  std::printf("  %s: row %zu is %.3g off, a routing flip (reference gap %.3g)\n", what.c_str(), r,
-              e[r], gap);
-  EXPECT_GE(gap, 0) << "unreadable CPU router logits in " << f.cpu_dump;
-  EXPECT_LT(gap, kTieGap) << what << ": row " << r << " is " << e[r]
-                          << " off but its routing is not near-tied in the reference";
+  cudatest::expect_near_tied_route(f.cpu_dump, 0, static_cast<int>(r), f.model->config, r, e[r],
+                                   kTieGap, what);
   return r;
-}
-
-std::vector<double> head(const std::vector<double>& e, size_t n) {
-  return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
 }
 
 void check_split(const Fixture& f, const std::vector<double>& fb_pre,
