@@ -331,7 +331,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   }
   const int64_t dflt =
       ctx.opts.default_max_tokens > 0 ? std::min(room, ctx.opts.default_max_tokens) : room;
-  if (!parse_request_options(body, ep, dflt, &job->ro, err)) return false;
+  if (!parse_request_options(body, ep, dflt, &job->ro, err, ctx.tok->vocab_size())) return false;
   if (!job->ro.ignore_eos) job->ro.gen.stop_token_ids = ctx.chat_stop_ids;
   job->ro.gen.constraint = steer->constraint;  // stateless: shared by the n choices
   job->ro.gen.timeout =

@@ -367,7 +367,8 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
   std::vector<Prompt> prompts;
   if (!prompt_batch(ctx, body, &prompts, &err)) return send_error(res, err);
   auto job = std::make_shared<Job>();
-  if (!parse_request_options(body, Endpoint::kCompletions, 16, &job->ro, &err)) {
+  if (!parse_request_options(body, Endpoint::kCompletions, 16, &job->ro, &err,
+                             ctx.tok->vocab_size())) {
     return send_error(res, err);
   }
   if (prompts.size() * static_cast<size_t>(job->ro.n) > kMaxChoices) {

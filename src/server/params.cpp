@@ -98,9 +98,9 @@ bool get_logprobs(const json& b, Endpoint ep, GenerationParams* g, ApiError* err
   return true;
 }
 
-// logit_bias: {"<token id>": bias in [-100, 100], ...}, at most kMaxLogitBias entries. Ids are
-// checked against the vocabulary when the request is submitted (Scheduler::check).
-bool get_logit_bias(const json& b, GenerationParams* g, ApiError* err) {
+// logit_bias: {"<token id>": bias in [-100, 100], ...}, at most kMaxLogitBias distinct ids, each
+// below `vocab` when given (the scheduler checks the model's vocabulary again at submission).
+bool get_logit_bias(const json& b, int64_t vocab, GenerationParams* g, ApiError* err) {
   constexpr size_t kMaxLogitBias = 1024;
   auto it = b.find("logit_bias");
   if (it == b.end() || it->is_null()) return true;
@@ -126,7 +126,20 @@ bool get_logit_bias(const json& b, GenerationParams* g, ApiError* err) {
                          "logit_bias");
       return false;
     }
-    g->logit_bias.emplace_back(std::stoi(key), static_cast<float>(v.get<double>()));
+    const int32_t id = std::stoi(key);
+    if (vocab > 0 && id >= vocab) {
+      *err = bad_request("'logit_bias' token id " + key + " is outside the vocabulary [0, " +
+                             std::to_string(vocab) + ")",
+                         "logit_bias");
+      return false;
+    }
+    for (const auto& [other, bias] : g->logit_bias) {
+      if (other == id) {
+        *err = bad_request("'logit_bias' lists token " + key + " twice", "logit_bias");
+        return false;
+      }
+    }
+    g->logit_bias.emplace_back(id, static_cast<float>(v.get<double>()));
   }
   return true;
 }
@@ -134,7 +147,7 @@ bool get_logit_bias(const json& b, GenerationParams* g, ApiError* err) {
 }  // namespace
 
 bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_tokens,
-                           RequestOptions* out, ApiError* err) {
+                           RequestOptions* out, ApiError* err, int64_t vocab) {
   GenerationParams& g = out->gen;
   if (!get_number(b, "temperature", 0, 2, &g.temperature, err)) return false;
   if (!get_number(b, "top_p", 0, 1, &g.top_p, err)) return false;
@@ -152,7 +165,7 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
   if (!get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &seed_given, err)) return false;
   if (seed_given) g.seed = static_cast<uint64_t>(seed);
   if (!get_logprobs(b, ep, &g, err)) return false;
-  if (!get_logit_bias(b, &g, err)) return false;
+  if (!get_logit_bias(b, vocab, &g, err)) return false;
   const char* max_keys[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
   g.max_tokens = default_max_tokens;
   if (ep == Endpoint::kCompletions && !get_bool(b, "echo", &out->echo, err)) return false;

@@ -31,7 +31,8 @@ struct RequestOptions {
 // max_output_tokens; logprobs bool vs int). Unknown fields are ignored, as OpenAI's servers do
 // for forward compatibility. Returns an ApiError (400) naming the field on bad input.
 // default_max_tokens: used when no limit is given.
+// vocab > 0: logit_bias ids must be below it (the tokenizer's vocabulary size).
 bool parse_request_options(const json& body, Endpoint ep, int64_t default_max_tokens,
-                           RequestOptions* out, ApiError* err);
+                           RequestOptions* out, ApiError* err, int64_t vocab = 0);
 
 }  // namespace gossamer::server

@@ -110,11 +110,14 @@ TEST(Params, RejectsWrongTypesAndRanges) {
       {R"({"logit_bias":{"12":100.5}})", "logit_bias"},
       {R"({"logit_bias":{"12":-101}})", "logit_bias"},
       {R"({"logit_bias":{"99999999999":1}})", "logit_bias"},
+      {R"({"logit_bias":{"7":1,"07":2}})", "logit_bias"},
+      {R"({"logit_bias":{"1000":1}})", "logit_bias"},  // vocab 1000 below
   };
   for (auto& [body, field] : bad) {
     RequestOptions ro;
     ApiError err;
-    EXPECT_FALSE(parse_request_options(json::parse(body), Endpoint::kChat, 100, &ro, &err)) << body;
+    EXPECT_FALSE(parse_request_options(json::parse(body), Endpoint::kChat, 100, &ro, &err, 1000))
+        << body;
     EXPECT_EQ(err.http_status, 400);
     EXPECT_EQ(err.param, field) << body;
     EXPECT_NE(err.message.find(field), std::string::npos) << err.message;
