@@ -132,6 +132,20 @@ bool boundary_flip(std::span<const float> row, const GenerationParams& p,
   return top_p_edge || min_p_edge;
 }
 
+// Two rows with 40 random logit_bias ids in [-10, 10]: alone, and with penalties on 100 draws
+// of those ids (bias and penalty on the same id).
+std::vector<RowCase> biased_cases(std::mt19937_64& rng, int V) {
+  RowCase biased{rowp(1.f, 0, 0.95f, 0.f), {}, {}};
+  for (int i = 0; i < 40; ++i) {
+    biased.bias.emplace_back(static_cast<int32_t>(i * (V / 40) + rng() % (V / 40)),
+                             static_cast<float>(rng() % 2001) / 100.f - 10.f);
+  }
+  RowCase pen = biased;
+  pen.dev.presence = 0.5f, pen.dev.frequency = 0.25f;
+  for (int i = 0; i < 100; ++i) pen.generated.push_back(biased.bias[rng() % 40].first);
+  return {biased, pen};
+}
+
 // Survivor sets and probabilities of many parameter sets and row shapes at vocabulary V (the
 // device keeps at most kSampleCandidates candidates; flat rows and top_k 20000 need more and
 // take the whole-row path).
@@ -154,15 +168,8 @@ void survivors_match_cpu(int V, const char* what) {
   pen.dev.presence = 0.5f, pen.dev.frequency = 0.75f;
   for (int i = 0; i < 300; ++i) pen.generated.push_back(static_cast<int32_t>(rng() % 64) * 7);
   cases.push_back(pen), shapes.push_back(Shape::kPeaked);
-  RowCase biased{rowp(1.f, 0, 0.95f, 0.f), {}, {}};  // logit_bias with and without penalties
-  for (int i = 0; i < 40; ++i) {
-    biased.bias.emplace_back(static_cast<int32_t>(i * (V / 40) + rng() % (V / 40)),
-                             static_cast<float>(rng() % 2001) / 100.f - 10.f);
-  }
-  cases.push_back(biased), shapes.push_back(Shape::kNormal);
-  biased.dev.presence = 0.5f, biased.dev.frequency = 0.25f;
-  for (int i = 0; i < 100; ++i) biased.generated.push_back(biased.bias[rng() % 40].first);
-  cases.push_back(biased), shapes.push_back(Shape::kNormal);
+  for (const RowCase& b : biased_cases(rng, V))
+    cases.push_back(b), shapes.push_back(Shape::kNormal);
   if (V == kV) {
     RowCase lim{rowp(1.f, 0, 0.99f, 0.f), {}, {}};
     lim.dev.vocab_limit = 200019;
