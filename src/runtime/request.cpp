@@ -52,46 +52,6 @@ Status GenerationParams::validate() const {
   return Status::Ok();
 }
 
-Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
-                                 int64_t vocab_limit) {
-  if (vocab_limit > 0 && static_cast<size_t>(vocab_limit) < logits.size()) {
-    logits = logits.first(static_cast<size_t>(vocab_limit));  // ids >= vocab_limit: masked
-  }
-  if (logits.empty()) return InvalidArgument("score_token: empty logits row");
-  double mx = -INFINITY;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i]) || logits[i] == INFINITY) {
-      return InvalidArgument("logits[" + std::to_string(i) + "] is " +
-                             (std::isnan(logits[i]) ? "NaN" : "+inf"));
-    }
-    mx = std::max(mx, static_cast<double>(logits[i]));
-  }
-  if (mx == -INFINITY) return InvalidArgument("every logit is -inf");
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  const double lse = mx + std::log(sum);
-  SampledToken out;
-  out.token = token;
-  out.logprob = token >= 0 && static_cast<size_t>(token) < logits.size()
-                    ? static_cast<float>(static_cast<double>(logits[token]) - lse)
-                    : -INFINITY;
-  // The `top` largest logits, kept sorted (descending, ties to the lower id) in out.top.
-  const size_t k = std::min(logits.size(), static_cast<size_t>(std::max<int64_t>(top, 0)));
-  std::vector<int32_t> best;
-  best.reserve(k + 1);
-  for (size_t i = 0; i < logits.size() && k > 0; ++i) {
-    if (best.size() == k && !(logits[i] > logits[best.back()])) continue;
-    auto at = std::upper_bound(best.begin(), best.end(), logits[i],
-                               [&](float v, int32_t b) { return v > logits[b]; });
-    best.insert(at, static_cast<int32_t>(i));
-    if (best.size() > k) best.pop_back();
-  }
-  for (int32_t id : best) {
-    out.top.push_back({id, static_cast<float>(static_cast<double>(logits[id]) - lse)});
-  }
-  return out;
-}
-
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
     case FinishReason::kNone:

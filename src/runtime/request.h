@@ -64,14 +64,6 @@ struct GenerationParams {
   Status validate() const;  // ranges; the message names the field
 };
 
-// The logprob of `token` under log_softmax(logits[0, vocab_limit)) (vocab_limit 0: the whole
-// row) and the `top` most likely ids (descending, ties to the lower id), in double precision as
-// the sampler computes a generated token's logprobs (runtime/sampler.h, without logit_bias and
-// penalties). A token >= vocab_limit gets -inf. Errors: empty row, NaN or +inf logits, every
-// logit -inf.
-Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
-                                 int64_t vocab_limit);
-
 // TokenLogprob and SampledToken are defined in engine/model_runner.h (device sampling returns
 // them).
 

@@ -32,25 +32,50 @@ Status check_sampling_params(const GenerationParams& p) {
 
 namespace {
 
-// z = logits + logit_bias, with penalties applied; checks for NaN.
-Result<std::vector<double>> penalised(std::span<const float> logits, const GenerationParams& p,
-                                      std::span<const int32_t> generated) {
+// The row without the ids >= vocab_limit (vocab_limit 0: all of it), checked: not empty, no
+// NaN or +inf, not every logit -inf. Shared by sampling (penalised) and scoring (score_token).
+Result<std::span<const float>> checked_row(std::span<const float> logits, int64_t vocab_limit) {
   if (logits.empty()) return InvalidArgument("sampler: empty logits row");
-  GS_RETURN_IF_ERROR(check_sampling_params(p).With("sampler"));
-  if (p.vocab_limit > 0 && static_cast<size_t>(p.vocab_limit) < logits.size()) {
-    logits = logits.first(static_cast<size_t>(p.vocab_limit));  // ids >= vocab_limit: masked
+  if (vocab_limit > 0 && static_cast<size_t>(vocab_limit) < logits.size()) {
+    logits = logits.first(static_cast<size_t>(vocab_limit));  // ids >= vocab_limit: masked
   }
-  std::vector<double> z(logits.size());
+  float mx = -INFINITY;
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isnan(logits[i]) || logits[i] == INFINITY) {
       return InvalidArgument("sampler: logits[" + std::to_string(i) + "] is " +
                              (std::isnan(logits[i]) ? "NaN" : "+inf"));
     }
-    z[i] = logits[i];
+    mx = std::max(mx, logits[i]);
   }
-  if (*std::max_element(z.begin(), z.end()) == -INFINITY) {
+  if (mx == -INFINITY) {
     return InvalidArgument("sampler: every logit is -inf (nothing can be sampled)");
   }
+  return logits;
+}
+
+// The k largest of value(0 .. n-1), descending, ties to the lower id: one pass keeping a sorted
+// list of at most k (k <= 20 here, n ~200k).
+template <class Value>
+std::vector<int32_t> top_ids(size_t n, size_t k, const Value& value) {
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (size_t i = 0; i < n && k > 0; ++i) {
+    if (best.size() == k && !(value(i) > value(static_cast<size_t>(best.back())))) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), value(i), [&](auto v, int32_t b) {
+      return v > value(static_cast<size_t>(b));
+    });
+    best.insert(at, static_cast<int32_t>(i));
+    if (best.size() > k) best.pop_back();
+  }
+  return best;
+}
+
+// z = logits + logit_bias, with penalties applied (the row checked by checked_row).
+Result<std::vector<double>> penalised(std::span<const float> logits, const GenerationParams& p,
+                                      std::span<const int32_t> generated) {
+  GS_RETURN_IF_ERROR(check_sampling_params(p).With("sampler"));
+  GS_ASSIGN_OR_RETURN(logits, checked_row(logits, p.vocab_limit));
+  std::vector<double> z(logits.begin(), logits.end());
   for (const auto& [id, bias] : p.logit_bias) {
     if (id >= 0 && static_cast<size_t>(id) < z.size()) z[static_cast<size_t>(id)] += bias;
   }
@@ -169,13 +194,32 @@ Result<SampledToken> sample_token(std::span<const float> logits, const Generatio
   const std::vector<double> lp = log_softmax(z);
   out.logprob = static_cast<float>(lp[static_cast<size_t>(out.token)]);
   if (p.logprobs && p.top_logprobs > 0) {
-    const size_t k = std::min(lp.size(), static_cast<size_t>(p.top_logprobs));
-    std::vector<int32_t> idx(lp.size());
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(
-        idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(),
-        [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
-    for (size_t i = 0; i < k; ++i) out.top.push_back({idx[i], static_cast<float>(lp[idx[i]])});
+    for (int32_t id :
+         top_ids(lp.size(), static_cast<size_t>(p.top_logprobs), [&](size_t i) { return lp[i]; })) {
+      out.top.push_back({id, static_cast<float>(lp[static_cast<size_t>(id)])});
+    }
+  }
+  return out;
+}
+
+Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
+                                 int64_t vocab_limit) {
+  GS_ASSIGN_OR_RETURN(logits, checked_row(logits, vocab_limit));
+  // log_softmax's arithmetic (max, then the sum of exp(v - max) in id order) without copying the
+  // row: the same logprobs as sample_token's, bit for bit.
+  double mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  SampledToken out;
+  out.token = token;
+  out.logprob = token >= 0 && static_cast<size_t>(token) < logits.size()
+                    ? static_cast<float>(static_cast<double>(logits[token]) - lse)
+                    : -INFINITY;
+  for (int32_t id : top_ids(logits.size(), static_cast<size_t>(std::max<int64_t>(top, 0)),
+                            [&](size_t i) { return logits[i]; })) {
+    out.top.push_back({id, static_cast<float>(static_cast<double>(logits[id]) - lse)});
   }
   return out;
 }

@@ -47,6 +47,14 @@ Result<SamplingDistribution> sampling_distribution(std::span<const float> logits
 Result<SampledToken> sample_token(std::span<const float> logits, const GenerationParams& p,
                                   std::span<const int32_t> generated, std::mt19937_64& rng);
 
+// A prompt token's logprob (Completions echo + logprobs): log_softmax(logits[0, vocab_limit))
+// at `token` (vocab_limit 0: the whole row) and the `top` most likely ids (descending, ties to
+// the lower id), computed as sample_token computes a generated token's logprobs but without
+// logit_bias and penalties. A token outside the masked row gets -inf. Errors: as sample_token's
+// (empty row, NaN or +inf logits, every logit -inf).
+Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
+                                 int64_t vocab_limit);
+
 // Uniform double in [0, 1) from 53 bits of the generator (portable, unlike the std distributions).
 double uniform01(std::mt19937_64& rng);
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "runtime/sampler.h"
+
 namespace gossamer {
 
 Status SchedulerOptions::validate() const {

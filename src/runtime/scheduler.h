@@ -10,7 +10,7 @@
 // for the positions it still has to report (a cached position has no logits row), and its prompt
 // chunks are computed with LogitsMode::kAll, at most prompt_logprob_rows rows per step (host
 // logits: vocab floats a row). Each row reports the next prompt token's logprob (score_token in
-// runtime/request.h) to the stream; Request::prompt_lp_next remembers what was reported, so a
+// runtime/sampler.h) to the stream; Request::prompt_lp_next remembers what was reported, so a
 // recomputation after preemption reports nothing twice. The row of the last prompt position
 // samples the first generated token on the host when it falls in such a chunk; with max_tokens 0
 // the request finishes (reason length) once every position is reported, without sampling.
