@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "tokenizer/utf8.h"
+
 namespace gossamer::server {
 
 namespace {
@@ -118,11 +120,10 @@ bool test_bit(const uint64_t* w, size_t i) {
 template <class T>
 Lex lex_string(T& t, uint8_t c, bool key) {
   using L = Lex;
-  if (t.utf8_need > 0) {
-    if (c < t.utf8_lo || c > t.utf8_hi) return L::kReject;
+  if (t.utf8_need > 0) {  // the lead byte constrains the first continuation (utf8::second_ok)
+    if (t.utf8_lead ? !utf8::second_ok(t.utf8_lead, c) : (c & 0xC0) != 0x80) return L::kReject;
     --t.utf8_need;
-    t.utf8_lo = 0x80;
-    t.utf8_hi = 0xBF;
+    t.utf8_lead = 0;
     return L::kContent;
   }
   if (t.sub == 1) {  // after a backslash
@@ -156,21 +157,10 @@ Lex lex_string(T& t, uint8_t c, bool key) {
   }
   if (c < 0x20) return L::kReject;
   if (c < 0x80) return L::kContent;
-  t.utf8_lo = 0x80;
-  t.utf8_hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    t.utf8_need = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    t.utf8_need = 2;
-    if (c == 0xE0) t.utf8_lo = 0xA0;  // no overlong forms
-    if (c == 0xED) t.utf8_hi = 0x9F;  // no UTF-16 surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    t.utf8_need = 3;
-    if (c == 0xF0) t.utf8_lo = 0x90;
-    if (c == 0xF4) t.utf8_hi = 0x8F;  // <= U+10FFFF
-  } else {
-    return L::kReject;
-  }
+  const size_t len = utf8::lead_len(c);  // 0: never a lead byte
+  if (len < 2) return L::kReject;
+  t.utf8_need = static_cast<uint8_t>(len - 1);
+  t.utf8_lead = c;
   return L::kContent;
 }
 
@@ -208,18 +198,14 @@ TokenTrie::Layer build_layer(TokenList toks) {
   return t;
 }
 
-// Bytes a string can hold whatever came before (no escape or UTF-8 sequence left open).
+// Bytes a string can hold whatever came before: whole UTF-8 characters, no quote, backslash or
+// control byte (so no escape or UTF-8 sequence is left open).
 bool plain_content(std::string_view s) {
-  struct {
-    uint8_t sub = 0, utf8_need = 0, utf8_lo = 0, utf8_hi = 0;
-    uint16_t ucode = 0;
-    bool want_low = false;
-  } t;
   for (char ch : s) {
     const auto c = static_cast<uint8_t>(ch);
-    if (c == '"' || c == '\\' || lex_string(t, c, true) != Lex::kContent) return false;
+    if (c == '"' || c == '\\' || c < 0x20) return false;
   }
-  return t.utf8_need == 0;
+  return utf8::valid_prefix_len(s) == s.size();
 }
 
 }  // namespace

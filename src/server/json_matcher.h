@@ -93,10 +93,11 @@ class JsonMatcher {
     uint64_t hash = 0;
     uint16_t ucode = 0;  // \u escape digits so far
     Mode mode = Mode::kValue;
-    uint8_t sub = 0;  // string: escape phase (1: after '\', 2-5: \u digits); number / literal
-    uint8_t utf8_need = 0, utf8_lo = 0, utf8_hi = 0;  // pending UTF-8 continuation bytes
-    uint8_t ws = 0;                                   // whitespace bytes in a row
-    bool want_low = false;                            // a \u low surrogate must follow
+    uint8_t sub = 0;        // string: escape phase (1: after '\', 2-5: \u digits); number / literal
+    uint8_t utf8_need = 0;  // pending UTF-8 continuation bytes
+    uint8_t utf8_lead = 0;  // the lead byte until its first continuation arrives, then 0
+    uint8_t ws = 0;         // whitespace bytes in a row
+    bool want_low = false;  // a \u low surrogate must follow
     bool int_only = false;
     bool operator==(const Thread&) const = default;
   };
