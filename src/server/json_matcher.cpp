@@ -110,13 +110,9 @@ void narrow(const std::vector<std::string>& v, uint32_t& lo, uint32_t& hi, uint3
   lo = a;
 }
 
-bool test_bit(const uint64_t* w, size_t i) {
-  return (w[i / 64] >> (i % 64)) & 1;
-}
-
 // One byte of a string's content, after the opening quote. Keys are canonical (no \u, no \/),
 // see json_schema.h. A \u escape may not leave a lone surrogate; UTF-8 must be valid across
-// token boundaries (the pending continuation bytes and their allowed range live in t).
+// token boundaries (the pending continuation count and the lead byte live in t).
 template <class T>
 Lex lex_string(T& t, uint8_t c, bool key) {
   using L = Lex;
@@ -560,7 +556,7 @@ bool JsonMatcher::close_key(Thread& t) {
       const uint64_t v = words_[f.used + w];  // (not a reference: push_back may reallocate)
       words_.push_back(v);
     }
-    words_[g.used + t.lo / 64] |= uint64_t{1} << (t.lo % 64);
+    set_bit(words_.data() + g.used, t.lo);
     value = n.values[t.lo];
   } else {
     if (n.additional == kNone || req) return false;

@@ -122,13 +122,6 @@ Status parse_count(const json& s, const char* key, const std::string& path, uint
   return Status::Ok();
 }
 
-void set_bit(std::vector<uint64_t>& bits, size_t i) {
-  bits[i / 64] |= uint64_t{1} << (i % 64);
-}
-bool bit(const std::vector<uint64_t>& bits, size_t i) {
-  return (bits[i / 64] >> (i % 64)) & 1;
-}
-
 class Compiler {
  public:
   explicit Compiler(const json& root) : root_(root) {}
@@ -351,7 +344,7 @@ Status Compiler::compile_object(const json& s, const std::string& path, int dept
     n.names.push_back(name);
     n.values.push_back(v);
     if (std::find(required.begin(), required.end(), name) != required.end()) {
-      set_bit(n.required, n.names.size() - 1);
+      set_bit(n.required.data(), n.names.size() - 1);
     }
   }
   GS_RETURN_IF_ERROR(parse_count(s, "minProperties", path, &n.min_props));
@@ -397,7 +390,7 @@ uint8_t Compiler::sat_types(const JsonSchemaNode& n, const std::vector<char>& sa
     for (size_t k = 0; k < n.names.size(); ++k) {
       const bool s = sat[n.values[k]] != 0;
       nsat += s;
-      if (bit(n.required, k)) {
+      if (test_bit(n.required.data(), k)) {
         ok = ok && s;
         ++nreq;
       }
@@ -459,7 +452,7 @@ Status Compiler::finish(uint32_t root) {
     n.types = types[i];
     n.blocked.assign(n.words(), 0);
     for (size_t k = 0; k < n.names.size(); ++k) {
-      if (!sat[n.values[k]]) set_bit(n.blocked, k);
+      if (!sat[n.values[k]]) set_bit(n.blocked.data(), k);
     }
     if (n.additional != kNoNode && !sat[n.additional]) n.additional = kNoNode;
     if (n.items != kNoNode && !sat[n.items]) n.items = kNoNode;

@@ -53,6 +53,15 @@ inline constexpr uint32_t kNoNode = UINT32_MAX;
 // follows one of the node's `alts` (leaves: a node without anyOf / $ref; itself for a leaf).
 // Everything that can never be completed (false schemas, unsatisfiable required properties,
 // ...) is pruned after compilation, so that a writer following the table never dead-ends.
+// Bitsets over an object node's names (JsonSchemaNode::required / blocked, and the matcher's
+// used-names sets): 64 names per word.
+inline bool test_bit(const uint64_t* words, size_t i) {
+  return (words[i / 64] >> (i % 64)) & 1;
+}
+inline void set_bit(uint64_t* words, size_t i) {
+  words[i / 64] |= uint64_t{1} << (i % 64);
+}
+
 struct JsonSchemaNode {
   std::vector<uint32_t> alts;  // satisfiable leaves (non-empty for every reachable node)
   uint8_t types = 0;           // kType* a value may take (leaves)
