@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "common/test_seed.h"
 #include "runtime/fake_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -223,9 +224,8 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int64_t max_len) {
 }
 
 TEST(ScoreToken, MatchesDoubleLogSoftmaxAndTies) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("ScoreToken.MatchesDoubleLogSoftmaxAndTies")));
   for (int trial = 0; trial < 50; ++trial) {
     std::vector<float> row(kVocab);
     for (auto& v : row) v = static_cast<float>(rng() % 64) / 8.0f;  // many ties
@@ -261,9 +261,8 @@ TEST(PromptLogprobs, ValidateAllowsMaxTokensZeroOnlyWhenScoring) {
 }
 
 TEST(PromptLogprobs, MatchKAllRowsInCappedChunks) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("PromptLogprobs.MatchKAllRowsInCappedChunks")));
   SchedulerOptions o;
   o.vocab_limit = kLimit;
   o.max_num_batched_tokens = 32 + rng() % 400;
@@ -311,9 +310,8 @@ TEST(PromptLogprobs, MaxTokensZeroAndOneTokenPrompts) {
 }
 
 TEST(PromptLogprobs, PrefixCacheDoesNotHidePositions) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("PromptLogprobs.PrefixCacheDoesNotHidePositions")));
   SchedulerOptions o;
   o.vocab_limit = kLimit;
   std::vector<int32_t> prompt = random_prompt(rng, 200);
@@ -339,9 +337,8 @@ TEST(PromptLogprobs, PrefixCacheDoesNotHidePositions) {
 }
 
 TEST(PromptLogprobs, PreemptionMidPromptNeitherDuplicatesNorDrops) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(static_cast<uint32_t>(
+      testing::fresh_seed("PromptLogprobs.PreemptionMidPromptNeitherDuplicatesNorDrops")));
   for (bool caching : {false, true}) {
     SchedulerOptions o;
     o.vocab_limit = kLimit;
@@ -391,9 +388,8 @@ TEST(PromptLogprobs, PreemptionMidPromptNeitherDuplicatesNorDrops) {
 }
 
 TEST(PromptLogprobs, OtherRequestsKeepTheirChunksAndDeviceSampling) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(static_cast<uint32_t>(
+      testing::fresh_seed("PromptLogprobs.OtherRequestsKeepTheirChunksAndDeviceSampling")));
   SchedulerOptions o;
   o.vocab_limit = kLimit;
   const std::vector<int32_t> plain = random_prompt(rng, 300);

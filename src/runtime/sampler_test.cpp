@@ -7,14 +7,12 @@
 #include <cstdio>
 #include <random>
 
+#include "common/test_seed.h"
+
 namespace gossamer {
 namespace {
 
-uint64_t fresh_seed(const char* what) {
-  const uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  std::printf("[seed] %s: %llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;  // common/test_seed.h
 
 std::vector<float> logs(std::initializer_list<double> probs) {
   std::vector<float> v;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/test_seed.h"
 #include "engine/cpu_runner.h"
 #include "model/synth.h"
 #include "model/weights.h"
@@ -79,9 +80,8 @@ std::vector<std::vector<int32_t>> run(std::shared_ptr<LoadedModel> model, KvCach
 TEST(SchedulerCpu, GreedyAloneEqualsBatchOf64) {
   auto model = tiny_model();
   ASSERT_TRUE(model);
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("SchedulerCpu.GreedyAloneEqualsBatchOf64")));
   std::vector<std::vector<int32_t>> prompts(64);
   for (size_t i = 0; i < prompts.size(); ++i) {
     prompts[i].resize(1 + rng() % 40);

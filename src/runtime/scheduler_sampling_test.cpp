@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "common/test_seed.h"
 #include "runtime/fake_runner.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
@@ -140,11 +141,7 @@ std::vector<std::vector<int32_t>> random_prompts(std::mt19937_64& rng, int n) {
   return p;
 }
 
-uint64_t fresh_seed(const char* what) {
-  const uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  std::printf("[seed] %s: %llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
+using testing::fresh_seed;  // common/test_seed.h
 
 TEST(SchedulerSampling, DeviceAndHostPathsAgreeOnGreedy) {
   std::mt19937_64 rng(fresh_seed("device vs host greedy"));

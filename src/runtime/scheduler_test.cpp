@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "common/test_seed.h"
 #include "runtime/engine.h"
 #include "runtime/fake_runner.h"
 
@@ -83,9 +84,8 @@ GenerationParams greedy(int64_t max_tokens) {
 }
 
 TEST(Scheduler, BatchOf64MatchesAloneWithPreemption) {
-  const unsigned seed = std::random_device{}();
-  std::printf("seed %u\n", seed);
-  std::mt19937 rng(seed);
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("Scheduler.BatchOf64MatchesAloneWithPreemption")));
   std::vector<std::vector<int32_t>> prompts(64);
   std::vector<int64_t> max_toks(64);
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <random>
 
+#include "common/test_seed.h"
 #include "server/token_fixture_test_util.h"
 
 namespace gossamer::server {
@@ -322,8 +323,7 @@ std::vector<int32_t> walk(JsonConstraint& c, std::mt19937_64& rng, bool* complet
 
 TEST(JsonConstraint, RandomWalksWriteDocumentsThatFitTheSchema) {
   ASSERT_TRUE(fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
-  const uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const uint64_t seed = gossamer::testing::fresh_seed("JsonConstraint.RandomWalks");
   std::mt19937_64 rng(seed);
   std::ofstream out;
   if (const char* dir = std::getenv("GOSSAMER_JSON_WALK_OUT")) {

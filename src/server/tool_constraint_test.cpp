@@ -10,6 +10,7 @@
 #include <random>
 #include <set>
 
+#include "common/test_seed.h"
 #include "server/token_fixture_test_util.h"
 
 namespace gossamer::server {
@@ -46,9 +47,8 @@ TEST(ToolConstraint, RandomWalksAlwaysSpellAToolCall) {
   const std::vector<std::string> names = {"get_weather", "get_time", "get", "lookup_user-2"};
   auto c = ToolNameConstraint::create(*f.tok, f.pieces, names);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  const uint64_t seed = std::random_device{}();
-  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(
+      gossamer::testing::fresh_seed("ToolConstraint.RandomWalksAlwaysSpellAToolCall"));
   std::set<std::string> seen;
   int checked = 0;
   for (int walk = 0; walk < 400; ++walk) {

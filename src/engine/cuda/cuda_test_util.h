@@ -14,18 +14,13 @@
 #include <vector>
 
 #include "common/npy.h"
+#include "common/test_seed.h"
 #include "model/config.h"
 #include "model/synth.h"
 
 namespace gossamer::cudatest {
 
-// A fresh seed per run (printed), or $GOSSAMER_SEED to replay one.
-inline uint64_t fresh_seed(const char* what) {
-  uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  if (const char* e = std::getenv("GOSSAMER_SEED")) s = std::strtoull(e, nullptr, 10);
-  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
+using gossamer::testing::fresh_seed;  // common/test_seed.h ($GOSSAMER_SEED replays a run)
 
 // ||a - b|| / ||b|| in double; any non-finite value in `a` gives infinity.
 inline double rel_err(const float* a, const float* b, int64_t n) {

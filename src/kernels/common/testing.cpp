@@ -17,19 +17,6 @@ void sync_or_die(const std::string& what) {
   std::exit(1);
 }
 
-uint64_t fresh_seed(const std::string& what) {
-  uint64_t seed = 0;
-  if (const char* s = std::getenv("GOSSAMER_SEED")) {
-    seed = std::strtoull(s, nullptr, 10);
-  } else {
-    std::random_device rd;
-    seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }
-  std::printf("[seed] %s: GOSSAMER_SEED=%llu\n", what.c_str(),
-              static_cast<unsigned long long>(seed));
-  return seed;
-}
-
 std::vector<float> rand_f32(std::mt19937_64& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> d(lo, hi);
   std::vector<float> v(n);

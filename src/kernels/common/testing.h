@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "common/test_seed.h"
+
 namespace gossamer::kern::testing {
 
-// A fresh seed from std::random_device (printed with `what` so a failure can be replayed);
-// $GOSSAMER_SEED overrides it.
-uint64_t fresh_seed(const std::string& what);
+// fresh_seed: common/test_seed.h ($GOSSAMER_SEED replays a run).
+using gossamer::testing::fresh_seed;
 
 // cudaDeviceSynchronize(); on an error, prints `what` and the error and exits with status 1. A
 // kernel fault is sticky (every later launch and copy of the process fails), so going on would
