@@ -20,8 +20,10 @@ import time
 import urllib.error
 import urllib.request
 
-END = 200007  # <|end|>: +100 ends the random model's reasoning at once
-SHORT = {"1": 8, "92": 8, "60": 8, "11": 4, "18583": 8, "2601": 8, "672": 8}  # " } ] , "} "] ",
+END = 200007  # <|end|> in o200k_harmony: +100 ends the random model's reasoning at once
+# Closing tokens (" } ] , "} "] ",) made likelier, so that random strings, numbers and arrays end
+# soon; the constraint alone decides which of them are allowed where.
+SHORT = {"1": 8, "92": 8, "60": 8, "11": 4, "18583": 8, "2601": 8, "672": 8}
 SCHEMA = {"type": "object",
           "properties": {"fruits": {"type": "array", "items": {"enum": ["apple", "pear", "kiwi"]},
                                     "minItems": 1, "maxItems": 3},
