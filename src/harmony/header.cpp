@@ -85,8 +85,11 @@ HeaderFields parse_header_text(const std::string& text) {
       left.push_back(p);
     }
   }
-  if (h.content_type.empty() && !h.recipient.empty() && left.size() == 1) {
-    h.content_type = left[0];  // e.g. "to=functions.f json" without <|constrain|>
+  // A bare content type: "to=functions.f json" without <|constrain|>, and a lone "json" after any
+  // channel ("<|channel|>final json", which gpt-oss may write for structured output) is never
+  // message text (openai-harmony keeps it in the header too).
+  if (h.content_type.empty() && left.size() == 1 && (!h.recipient.empty() || left[0] == "json")) {
+    h.content_type = left[0];
     left.clear();
   }
   for (size_t i = 0; i < left.size(); ++i) h.leftover += (i ? " " : "") + left[i];

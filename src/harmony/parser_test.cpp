@@ -174,6 +174,21 @@ TEST(HarmonyParser, PreambleOnCommentaryIsContent) {
   EXPECT_TRUE(r.result.warnings.empty());
 }
 
+// Structured output: the body is held to JSON, so a content type in the header must not leak
+// into the content ("<|channel|>final json" once gave content "json{...}").
+TEST(HarmonyParser, ContentTypeOnFinalIsNotContent) {
+  for (const char* header : {"<|channel|>final json", "<|channel|>final <|constrain|>json",
+                             "<|channel|>final<|constrain|>json", "<|channel|>final  json "}) {
+    SCOPED_TRACE(header);
+    auto r = run(byte_tok(), enc(std::string(header) + "<|message|>{\"a\":1}<|return|>"));
+    EXPECT_EQ(r.result.content, "{\"a\":1}");
+    EXPECT_TRUE(r.result.warnings.empty()) << r.result.warnings[0];
+  }
+  auto r = run(byte_tok(), enc("<|channel|>final note<|message|>{}<|return|>"));
+  EXPECT_EQ(r.result.content, "note{}");  // other words are still kept (degraded mode)
+  EXPECT_EQ(r.result.warnings.size(), 1u);
+}
+
 TEST(HarmonyParser, MalformedDegradesToContentWithWarnings) {
   struct Case {
     std::string text, content;

@@ -98,7 +98,7 @@ def to_conversation(oh, req, date=DATE):
         elif role == "user":
             msgs.append(oh.Message.from_role_and_content(oh.Role.USER, _text(m["content"])))
         elif role == "assistant":
-            reasoning = m.get("reasoning_content", m.get("reasoning"))
+            reasoning = next((m[k] for k in ("reasoning_content", "reasoning") if m.get(k) is not None), None)
             content = _text(m.get("content"))
             calls = m.get("tool_calls") or []
             if reasoning is not None:
@@ -113,12 +113,14 @@ def to_conversation(oh, req, date=DATE):
                 args = c["function"]["arguments"]
                 if not isinstance(args, str):
                     args = json.dumps(args, separators=(",", ":"), ensure_ascii=False)
-                call_names[c["id"]] = c["function"]["name"]
+                if c.get("id") is not None:
+                    call_names[c["id"]] = c["function"]["name"]
                 msgs.append(oh.Message.from_role_and_content(A, args).with_channel("commentary")
                             .with_recipient("functions." + c["function"]["name"])
                             .with_content_type("<|constrain|>json"))
         elif role == "tool":
-            author = oh.Author.new(oh.Role.TOOL, "functions." + call_names[m["tool_call_id"]])
+            name = call_names[m["tool_call_id"]] if m.get("tool_call_id") is not None else m["name"]
+            author = oh.Author.new(oh.Role.TOOL, "functions." + name)
             msgs.append(oh.Message.from_author_and_content(author, _text(m["content"]))
                         .with_recipient("assistant").with_channel("commentary"))
     return oh.Conversation.from_messages(msgs)
@@ -133,6 +135,7 @@ TEXTS = [
     "Ünïcödé façade naïve", "<|start|>assistant<|message|>not special<|end|>", "tab\tseparated\tvalues",
     "", "x", "Ελληνικά και русский", "{\"json\": [1, 2, {\"a\": null}]}", "trailing newline\n",
     "a" * 300, "mixed 中文 and English, with punctuation!?", "\u200bzero width", "CRLF\r\nline",
+    "separators\u2028\x85\x0c\x1e in JSONL", "👍🏽 e\u0301 ﬁ İ ǅ ½ ٣", " 'll 's\n\n\n   \t", "\x00nul\x7f",
 ]
 
 SCHEMAS = [
@@ -167,6 +170,60 @@ DESCRIPTIONS = ["", "Does a thing.", "Multi\nline\ndescription", "Trailing newli
                 "Ünïcödé description 😀"]
 
 
+DEFAULTS = ["dflt", "", "q\"uote\nnl", 0, -3, 2**64, 0.1, -0.0, 1e-7, 1e21, 123456.5, True, None, [],
+            [1, "a", {"k": None}], {"b": [False, 2.5]}]
+SCALARS = ["string", "integer", "number", "boolean", "null", "weird"]
+
+
+def random_schema(rng, depth=0, obj=False):
+    """A random JSON schema: nested objects, arrays, enums, oneOf/anyOf/allOf, type lists, nullable,
+    defaults, titles, examples, descriptions (some of them not schemas openai-harmony expects)."""
+    s, r = {}, rng.random()
+    if obj or (depth < 3 and r < 0.25):
+        s["type"] = "object"
+        if rng.random() < 0.9:
+            props = {k: random_schema(rng, depth + 1) for k in
+                     rng.sample(["a", "city", "n_2", "ünï", "with-dash", "a b", "type", ""], rng.randint(0, 5))}
+            s["properties"] = props
+            if rng.random() < 0.7:
+                s["required"] = rng.sample(list(props), rng.randint(0, len(props))) + ["absent"] * (r < 0.05)
+    elif depth < 3 and r < 0.4:
+        s["type"] = "array"
+        if rng.random() < 0.85:
+            s["items"] = random_schema(rng, depth + 1)
+    elif depth < 3 and r < 0.5:
+        s[rng.choice(["oneOf", "oneOf", "anyOf", "allOf"])] = [
+            random_schema(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    elif r < 0.6:
+        s["type"] = rng.sample(SCALARS[:5] + ["array", "object"], rng.randint(0, 3))
+    elif r < 0.7:
+        s["enum"] = rng.choice([["a", "b"], [1, 2.5], ["x", 1, None], [], ["q\"", "日本"]])
+        if rng.random() < 0.5:
+            s["type"] = rng.choice(["string", "integer"])
+    elif r < 0.95:
+        s["type"] = rng.choice(SCALARS)
+    for key, p in (("description", 0.35), ("title", 0.1), ("default", 0.15), ("nullable", 0.1),
+                   ("examples", 0.06), ("format", 0.05)):
+        if rng.random() < p:
+            s[key] = {"description": lambda: rng.choice(TEXTS + DESCRIPTIONS + [5]),
+                      "title": lambda: rng.choice(["Title", "", None]),
+                      "default": lambda: rng.choice(DEFAULTS),
+                      "nullable": lambda: rng.choice([True, False, "yes"]),
+                      "examples": lambda: rng.choice([["e1", "e\n2"], [1, "x"], []]),
+                      "format": lambda: "date-time"}[key]()
+    items = list(s.items())
+    rng.shuffle(items)  # properties are rendered in document order, whatever the key order
+    return dict(items)
+
+
+def maybe_parts(rng, text):
+    """`text` as a string, or split into an array of text content parts."""
+    if rng.random() < 0.75:
+        return text
+    cuts = sorted(rng.randint(0, len(text)) for _ in range(rng.randint(0, 2)))
+    return [{"type": "text", "text": text[a:b]} for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
 def random_tools(rng):
     names = rng.sample(TOOL_NAMES, rng.randint(1, 3))
     tools = []
@@ -175,7 +232,7 @@ def random_tools(rng):
         d = rng.choice(DESCRIPTIONS + [None])
         if d is not None:
             fn["description"] = d
-        schema = rng.choice(SCHEMAS)
+        schema = rng.choice(SCHEMAS) if rng.random() < 0.5 else random_schema(rng, obj=rng.random() < 0.9)
         if schema is not None:
             fn["parameters"] = json.loads(json.dumps(schema))
         tools.append({"type": "function", "function": fn})
@@ -184,29 +241,38 @@ def random_tools(rng):
 
 def random_turn(rng, tools, msgs, next_id):
     """Appends one user turn and maybe the assistant's answer (final or a tool loop)."""
-    msgs.append({"role": "user", "content": rng.choice(TEXTS)})
+    msgs.append({"role": "user", "content": maybe_parts(rng, rng.choice(TEXTS))})
     r = rng.random()
     if r < 0.2:
         return next_id
     thinking = {}
     if rng.random() < 0.6:
-        thinking = {rng.choice(["reasoning_content", "reasoning"]): rng.choice(TEXTS)}
+        thinking = rng.choice([{"reasoning_content": rng.choice(TEXTS)}, {"reasoning": rng.choice(TEXTS)},
+                               {"reasoning_content": None, "reasoning": rng.choice(TEXTS)}])
     if tools and r < 0.6:
-        calls = []
-        for _ in range(rng.randint(1, 2)):
-            next_id += 1
-            args = rng.choice(['{"q": "x"}', '{}', '{"city": "Zürich", "n": 3}', '{"a": [1, 2]}'])
-            calls.append({"id": f"call_{next_id}", "type": "function",
-                          "function": {"name": rng.choice(tools)["function"]["name"], "arguments": args}})
-        content = rng.choice([None, None, "Let me check that.", ""])
-        msgs.append({"role": "assistant", "content": content, "tool_calls": calls, **thinking})
-        for c in calls:
-            if rng.random() < 0.9:
-                msgs.append({"role": "tool", "tool_call_id": c["id"], "content": rng.choice(TEXTS)})
+        for _ in range(rng.randint(1, 2)):  # one or two rounds of the tool loop
+            calls = []
+            for _ in range(rng.randint(1, 3)):
+                next_id += 1
+                args = rng.choice(['{"q": "x"}', '{}', '{"city": "Zürich", "n": 3}', '{"a": [1, 2]}', "",
+                                   {"city": "Zürich 😀", "n": [1, 2.5, None, True], "o": {}}])
+                calls.append({"id": f"call_{next_id}", "type": "function",
+                              "function": {"name": rng.choice(tools)["function"]["name"], "arguments": args}})
+            content = rng.choice([None, None, "Let me check that.", "", [{"type": "text", "text": "Checking."}]])
+            msgs.append({"role": "assistant", "content": content, "tool_calls": calls, **thinking})
+            for c in calls:
+                if rng.random() < 0.9:
+                    result = {"role": "tool", "content": maybe_parts(rng, rng.choice(TEXTS))}
+                    result.update(rng.choice([{"tool_call_id": c["id"]}, {"name": c["function"]["name"]},
+                                              {"tool_call_id": c["id"], "name": c["function"]["name"]}]))
+                    msgs.append(result)
         if rng.random() < 0.5:
             msgs.append({"role": "assistant", "content": rng.choice(TEXTS), **thinking})
+    elif rng.random() < 0.15:  # reasoning only, or an empty tool_calls list
+        msgs.append(rng.choice([{"role": "assistant", "reasoning_content": rng.choice(TEXTS)},
+                                {"role": "assistant", "content": rng.choice(TEXTS), "tool_calls": []}]))
     else:
-        msgs.append({"role": "assistant", "content": rng.choice(TEXTS), **thinking})
+        msgs.append({"role": "assistant", "content": maybe_parts(rng, rng.choice(TEXTS)), **thinking})
     return next_id
 
 
@@ -214,6 +280,8 @@ def random_request(rng):
     req = {"messages": []}
     if rng.random() < 0.7:
         req["reasoning_effort"] = rng.choice(["low", "medium", "high"])
+    elif rng.random() < 0.5:
+        req["reasoning"] = {"effort": rng.choice(["low", "medium", "high"])}
     tools = random_tools(rng) if rng.random() < 0.6 else []
     if tools:
         req["tools"] = tools
@@ -223,7 +291,8 @@ def random_request(rng):
         elif choice is not None:
             req["tool_choice"] = choice
     for _ in range(rng.choice([0, 0, 1, 1, 2])):
-        req["messages"].append({"role": rng.choice(["system", "developer"]), "content": rng.choice(TEXTS)})
+        req["messages"].append({"role": rng.choice(["system", "developer"]),
+                                "content": maybe_parts(rng, rng.choice(TEXTS))})
     next_id = 0
     for _ in range(rng.randint(1, 3)):
         next_id = random_turn(rng, tools, req["messages"], next_id)
@@ -243,7 +312,8 @@ def fixture_requests():
 def run_jsonl(gossamer, tokenizer_json, lines, *extra):
     p = gossamer("apply-template", "--tokenizer", tokenizer_json, *extra, "--jsonl",
                  input="".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode())
-    outs = [json.loads(line) for line in p.stdout.decode().splitlines()]
+    # split on "\n" only: str.splitlines() would also split inside strings holding U+2028, U+0085...
+    outs = [json.loads(line) for line in p.stdout.decode().split("\n") if line]
     assert len(outs) == len(lines)
     return outs
 
@@ -256,7 +326,7 @@ def test_render_matches_openai_harmony(gossamer, tokenizer_json, harmony):
     seed = random.SystemRandom().randrange(2**32)
     print(f"seed={seed}")
     rng = random.Random(seed)
-    cases = fixture_requests() + [(f"random[{i}]", random_request(rng)) for i in range(150)]
+    cases = fixture_requests() + [(f"random[{i}]", random_request(rng)) for i in range(250)]
     outs = run_jsonl(gossamer, tokenizer_json, [req for _, req in cases], "--date", DATE)
     mismatches = []
     for (name, req), out in zip(cases, outs):
@@ -326,18 +396,34 @@ def random_completion(oh, rng):
             if rng.random() < 0.3:
                 msgs.append(oh.Message.from_role_and_content(A, "Checking.").with_channel("commentary"))
             ct = rng.choice(["<|constrain|>json", "json", None])
-            m = (oh.Message.from_role_and_content(A, rng.choice(['{"q": "Zürich 😀"}', '{}', '{"a": [1, 2]}']))
-                 .with_channel("commentary").with_recipient("functions." + rng.choice(TOOL_NAMES)))
+            args = rng.choice(['{"q": "Zürich 😀"}', '{}', '{"a": [1, 2]}', json.dumps({"s": rng.choice(TEXTS)})])
+            m = (oh.Message.from_role_and_content(A, args).with_channel(rng.choice(["commentary"] * 4 + ["analysis"]))
+                 .with_recipient("functions." + rng.choice(TOOL_NAMES)))
             msgs.append(m.with_content_type(ct) if ct else m)
     else:
         msgs.append(oh.Message.from_role_and_content(A, rng.choice(TEXTS)).with_channel("final"))
     return msgs
 
 
+def model_order_call(enc, m, rng):
+    """A tool call in the header order gpt-oss itself writes: channel first, then the recipient
+    (`<|channel|>commentary to=functions.f <|constrain|>json`); openai-harmony renders it the
+    other way round."""
+    sp = {t: enc.encode(t, allowed_special="all")[0] for t in
+          ("<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>")}
+    text = lambda t: enc.encode(t, disallowed_special=())  # ordinary text, as render() does
+    toks = [sp["<|start|>"]] + text("assistant") + [sp["<|channel|>"]] + text(f"{m.channel} to={m.recipient}")
+    if m.content_type == "<|constrain|>json":
+        toks += text(" ") * (rng.random() < 0.8) + [sp["<|constrain|>"]] + text("json")
+    elif m.content_type:
+        toks += text(" " + m.content_type)
+    return toks + [sp["<|message|>"]] + text(m.content[0].text) + [sp["<|call|>"]]
+
+
 def completion_tokens(oh, enc, msgs, rng):
     toks = []
     for m in msgs:
-        toks += enc.render(m)
+        toks += model_order_call(enc, m, rng) if m.recipient and rng.random() < 0.5 else enc.render(m)
     start, assistant = toks[0], toks[1]
     assert enc.decode([start, assistant]) == "<|start|>assistant"
     toks = toks[2:]  # the prompt ends with <|start|>assistant
@@ -347,43 +433,69 @@ def completion_tokens(oh, enc, msgs, rng):
     return toks + [end]
 
 
+def reference_parse(oh, enc, toks):
+    """(reasoning, content, [(name, arguments)], channels) by StreamableParser; None when it gives
+    up (a cut inside a header)."""
+    parser = oh.StreamableParser(enc, role=oh.Role.ASSISTANT)
+    try:
+        for t in toks:
+            parser.process(t)
+        if toks[-1] not in enc.stop_tokens_for_assistant_actions():
+            parser.process_eos()  # truncated: the open message ends here
+    except Exception:
+        return None
+    ref = parser.messages
+    return ("".join(m.content[0].text for m in ref if m.channel == "analysis" and not m.recipient),
+            "".join(m.content[0].text for m in ref if m.channel in ("final", "commentary") and not m.recipient),
+            [(m.recipient[len("functions."):], m.content[0].text) for m in ref if m.recipient],
+            [m.channel for m in ref])
+
+
+def check_parse(oh, enc, toks, out):
+    res = out["result"]
+    # the streamed events concatenate to the non-streaming result
+    streamed = {"reasoning_delta": "", "content_delta": ""}
+    args = {}
+    for e in out["events"]:
+        if e["type"] in streamed:
+            streamed[e["type"]] += e["text"]
+        elif e["type"] == "tool_call_arguments_delta":
+            args[e["index"]] = args.get(e["index"], "") + e["text"]
+    assert streamed["reasoning_delta"] == res["reasoning"]
+    assert streamed["content_delta"] == res["content"]
+    assert [args.get(i, "") for i in range(len(res["tool_calls"]))] == [c["arguments"] for c in res["tool_calls"]]
+    stops = enc.stop_tokens_for_assistant_actions()
+    if not any(t in stops for t in toks):
+        assert res["truncated"] and not res["stopped"] and res["finish"] == "length"
+    ref = reference_parse(oh, enc, toks)
+    if ref is None:
+        return False
+    reasoning, content, calls, channels = ref
+    assert res["reasoning"] == reasoning
+    assert res["content"] == content
+    assert [(c["name"], c["arguments"]) for c in res["tool_calls"]] == calls
+    if toks[-1] in stops:
+        assert res["warnings"] == [], res["warnings"]
+        assert res["stopped"] and not res["truncated"]
+        assert res["finish"] == ("tool_calls" if calls else "stop")
+        assert [e["channel"] for e in out["events"] if e["type"] == "message_end"] == channels
+    return True
+
+
 def test_parser_matches_streamable_parser(gossamer, tokenizer_json, harmony):
+    """Whole completions, and the same cut off at a random token (the budget ran out)."""
     oh, enc = harmony
     seed = random.SystemRandom().randrange(2**32)
     print(f"seed={seed}")
     rng = random.Random(seed)
     completions = [completion_tokens(oh, enc, msgs, rng) for msgs in
-                   (random_completion(oh, rng) for _ in range(120))]
+                   (random_completion(oh, rng) for _ in range(200))]
+    completions += [c[:rng.randrange(1, len(c))] for c in completions]
     outs = run_jsonl(gossamer, tokenizer_json, completions, "--parse", "--seed", "7")
-    for toks, out in zip(completions, outs):
-        parser = oh.StreamableParser(enc, role=oh.Role.ASSISTANT)
-        for t in toks:
-            parser.process(t)
-        ref = parser.messages
-        res = out["result"]
-        reasoning = "".join(m.content[0].text for m in ref if m.channel == "analysis" and not m.recipient)
-        content = "".join(m.content[0].text for m in ref if m.channel in ("final", "commentary") and not m.recipient)
-        calls = [(m.recipient[len("functions."):], m.content[0].text) for m in ref if m.recipient]
-        assert res["reasoning"] == reasoning
-        assert res["content"] == content
-        assert [(c["name"], c["arguments"]) for c in res["tool_calls"]] == calls
-        assert res["warnings"] == [], res["warnings"]
-        assert res["stopped"] and not res["truncated"]
-        assert res["finish"] == ("tool_calls" if calls else "stop")
-        ends = [e["channel"] for e in out["events"] if e["type"] == "message_end"]
-        assert ends == [m.channel for m in ref]
-        # the streamed events concatenate to the non-streaming result
-        streamed = {"reasoning_delta": "", "content_delta": ""}
-        args = {}
-        for e in out["events"]:
-            if e["type"] in streamed:
-                streamed[e["type"]] += e["text"]
-            elif e["type"] == "tool_call_arguments_delta":
-                args[e["index"]] = args.get(e["index"], "") + e["text"]
-        assert streamed["reasoning_delta"] == res["reasoning"]
-        assert streamed["content_delta"] == res["content"]
-        assert [args.get(i, "") for i in range(len(calls))] == [c[1] for c in calls]
-    print(f"completions cross-checked with StreamableParser: {len(completions)}")
+    checked = sum(check_parse(oh, enc, toks, out) for toks, out in zip(completions, outs))
+    print(f"completions: {len(completions)} (half of them cut off), "
+          f"cross-checked with StreamableParser: {checked}")
+    assert checked > len(completions) // 2
 
 
 def test_parser_budget_exhausted_in_reasoning(gossamer, tokenizer_json, harmony):
