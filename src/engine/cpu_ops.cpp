@@ -22,6 +22,8 @@ const char* dtype_str(DType d) {
   switch (d) {
     case DType::kBF16:
       return "bf16";
+    case DType::kF16:
+      return "f16";
     case DType::kF32:
       return "f32";
     case DType::kU8:
@@ -46,10 +48,8 @@ Status expect_shape(const TensorRef& t, const std::vector<int64_t>& want, const 
   return Status::Ok();
 }
 
-// Element i of a bf16/f32 tensor (dtype checked by the callers' validation).
-float elem_f32(const TensorRef& t, int64_t i) {
-  if (t.dtype == DType::kF32) return static_cast<const float*>(t.data)[i];
-  return bf16_to_float(t.bf16()[i]);
+bool float_dtype(DType d) {
+  return d == DType::kBF16 || d == DType::kF16 || d == DType::kF32;
 }
 
 void to_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* out) {
@@ -59,7 +59,18 @@ void to_f32(const void* data, DType dtype, int64_t offset, int64_t n, float* out
     return;
   }
   const uint16_t* p = static_cast<const uint16_t*>(data) + offset;
+  if (dtype == DType::kF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(p[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(p[i]);
+}
+
+// Element i of a bf16/f16/f32 tensor (dtype checked by the callers' validation).
+float elem_f32(const TensorRef& t, int64_t i) {
+  float v;
+  to_f32(t.data, t.dtype, i, 1, &v);
+  return v;
 }
 
 constexpr int64_t kDenseTile = 64;  // output columns per work item for the bf16 expert layout
@@ -72,8 +83,8 @@ void MatView::row_f32(int64_t r, float* out) const {
 
 Result<MatView> mat_view(const TensorRef& t, int64_t rows, int64_t cols, const std::string& name) {
   GS_RETURN_IF_ERROR(expect_shape(t, {rows, cols}, name));
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
-    return InvalidArgument("tensor " + name + ": expected bf16 or f32, found " +
+  if (!float_dtype(t.dtype)) {
+    return InvalidArgument("tensor " + name + ": expected bf16, f16 or f32, found " +
                            dtype_str(t.dtype));
   }
   return MatView{t.data, t.dtype, rows, cols};
@@ -85,8 +96,8 @@ Result<std::vector<float>> vec_f32(const TensorRef& t, int64_t n, const std::str
     return InvalidArgument("tensor " + name + ": expected " + std::to_string(n) +
                            " elements, found shape " + shape_str(t.shape));
   }
-  if (t.dtype != DType::kBF16 && t.dtype != DType::kF32) {
-    return InvalidArgument("tensor " + name + ": expected bf16 or f32, found " +
+  if (!float_dtype(t.dtype)) {
+    return InvalidArgument("tensor " + name + ": expected bf16, f16 or f32, found " +
                            dtype_str(t.dtype));
   }
   std::vector<float> v(static_cast<size_t>(n));
@@ -114,8 +125,8 @@ Status check_expert_matrix(const ExpertMatrix& m, int64_t experts, int64_t rows,
     return Status::Ok();
   }
   GS_RETURN_IF_ERROR(expect_shape(m.dense, {experts, cols, rows}, name));
-  if (m.dense.dtype != DType::kBF16 && m.dense.dtype != DType::kF32) {
-    return InvalidArgument("expert matrix " + name + ": expected bf16 or f32, found " +
+  if (!float_dtype(m.dense.dtype)) {
+    return InvalidArgument("expert matrix " + name + ": expected bf16, f16 or f32, found " +
                            dtype_str(m.dense.dtype));
   }
   return Status::Ok();

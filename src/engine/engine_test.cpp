@@ -78,6 +78,13 @@ TEST(Rope, YarnEndsAndMscale) {
   const double plain_last = std::pow(150000.0, -62.0 / 64.0);
   EXPECT_NEAR(t->inv_freq[31], plain_last / 32.0, plain_last * 1e-12);
   for (size_t i = 1; i < t->inv_freq.size(); ++i) EXPECT_LT(t->inv_freq[i], t->inv_freq[i - 1]);
+  // An explicit yarn attention_factor (or mscale / mscale_all_dim, resolved by the config
+  // parser into it) replaces 0.1 ln(factor) + 1; the frequencies stay the same.
+  c.rope_scaling.attention_factor = 0.625;
+  auto af = make_rope_table(c);
+  ASSERT_TRUE(af.ok());
+  EXPECT_EQ(af->attention_scaling, 0.625);
+  EXPECT_EQ(af->inv_freq, t->inv_freq);
   c.rope_scaling.rope_type = "longrope";
   EXPECT_FALSE(make_rope_table(c).ok());
 }

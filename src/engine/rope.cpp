@@ -61,7 +61,9 @@ Result<RopeTable> make_rope_table(const ModelConfig& cfg) {
     const double interp = extra[i] / rs.factor;
     t.inv_freq[i] = interp * (1.0 - extrapolation_weight) + extra[i] * extrapolation_weight;
   }
-  t.attention_scaling = rs.factor <= 1.0 ? 1.0 : 0.1 * std::log(rs.factor) + 1.0;
+  t.attention_scaling = rs.attention_factor > 0 ? rs.attention_factor
+                        : rs.factor <= 1.0      ? 1.0
+                                                : 0.1 * std::log(rs.factor) + 1.0;
   return t;
 }
 

@@ -13,7 +13,8 @@ namespace gossamer {
 struct RopeTable {
   int64_t head_dim = 0;
   std::vector<double> inv_freq;    // [head_dim / 2]
-  double attention_scaling = 1.0;  // multiplies cos and sin (YaRN mscale: 0.1 ln(factor) + 1)
+  double attention_scaling = 1.0;  // multiplies cos and sin (YaRN: rope_scaling.attention_factor
+                                   // when set, else mscale 0.1 ln(factor) + 1)
 };
 
 // rope_type "yarn": inv_freq blends interpolated (theta^-2i/d / factor) and extrapolated

@@ -8,58 +8,22 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "model/config_json.h"
+
 namespace gossamer {
 namespace {
 
-using json = nlohmann::json;
+using namespace config_json;  // NOLINT: the field readers shared with config_rope.cpp
 
 // Upper bounds that keep every size product (e.g. vocab * hidden * bytes) far inside int64 and
 // reject obviously corrupt values early.
 constexpr int64_t kMaxDim = int64_t{1} << 24;    // vocab, hidden, intermediate, positions
 constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts
 constexpr int64_t kMaxPositions = int64_t{1} << 31;
-
-Status field_error(const std::string& field, const std::string& what) {
-  return InvalidArgument("field '" + field + "' " + what);
-}
-
-std::string type_of(const json& v) {
-  return v.is_null() ? "null" : v.type_name();
-}
-
-// Reads an integer field. JSON floats with an integral value (e.g. 4096.0) are accepted.
-Result<int64_t> get_int(const json& v, const std::string& path) {
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      return field_error(path, "is too large");
-    }
-    return v.get<int64_t>();
-  }
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
-      return static_cast<int64_t>(d);
-    }
-    return field_error(path, "must be an integer, found " + v.dump());
-  }
-  return field_error(path, "must be an integer, found " + type_of(v));
-}
-
-Result<double> get_double(const json& v, const std::string& path) {
-  if (!v.is_number()) return field_error(path, "must be a number, found " + type_of(v));
-  const double d = v.get<double>();
-  if (!std::isfinite(d)) return field_error(path, "must be finite");
-  return d;
-}
-
-Result<bool> get_bool(const json& v, const std::string& path) {
-  if (!v.is_boolean()) return field_error(path, "must be a boolean, found " + type_of(v));
-  return v.get<bool>();
-}
-
-bool has(const json& obj, const char* key) {
-  return obj.contains(key) && !obj.at(key).is_null();
-}
+// GptOssConfig's defaults for fields a config.json may leave out (transformers 4.55+ and 5.x).
+constexpr int64_t kDefaultHeadDim = 64, kDefaultKvHeads = 8, kDefaultTopK = 4;
+constexpr int64_t kDefaultSlidingWindow = 128;
+constexpr double kDefaultRmsNormEps = 1e-5;
 
 Status require_int(const json& obj, const char* key, int64_t* out) {
   if (!has(obj, key)) return field_error(key, "is missing");
@@ -74,12 +38,6 @@ Status optional_int(const json& obj, const char* key, int64_t* out) {
   return Status::Ok();
 }
 
-Status require_double(const json& obj, const char* key, double* out) {
-  if (!has(obj, key)) return field_error(key, "is missing");
-  GS_ASSIGN_OR_RETURN(*out, get_double(obj.at(key), key));
-  return Status::Ok();
-}
-
 Status optional_double(const json& obj, const char* key, double* out) {
   if (has(obj, key)) {
     GS_ASSIGN_OR_RETURN(*out, get_double(obj.at(key), key));
@@ -90,80 +48,6 @@ Status optional_double(const json& obj, const char* key, double* out) {
 Status optional_bool(const json& obj, const char* key, bool* out) {
   if (has(obj, key)) {
     GS_ASSIGN_OR_RETURN(*out, get_bool(obj.at(key), key));
-  }
-  return Status::Ok();
-}
-
-// One rope dict (rope_scaling, or transformers 5's rope_parameters); `key` names it in errors.
-Status parse_rope_dict(const json& v, const std::string& key, RopeScaling* rs) {
-  if (!v.is_object()) return field_error(key, "must be an object or null");
-  std::string type = "yarn";
-  for (const char* k : {"rope_type", "type"}) {
-    if (!has(v, k)) continue;
-    if (!v.at(k).is_string()) return field_error(key + "." + k, "must be a string");
-    type = v.at(k).get<std::string>();
-    break;
-  }
-  if (type != "yarn" && type != "none" && type != "default") {
-    return field_error(key + ".rope_type",
-                       "has unsupported value '" + type + "' (expected \"yarn\" or \"default\")");
-  }
-  rs->rope_type = type == "yarn" ? "yarn" : "none";
-  for (auto [name, out] : {std::pair{"factor", &rs->factor}, std::pair{"beta_fast", &rs->beta_fast},
-                           std::pair{"beta_slow", &rs->beta_slow}}) {
-    if (has(v, name)) {
-      GS_ASSIGN_OR_RETURN(*out, get_double(v.at(name), key + "." + name));
-    }
-  }
-  if (has(v, "original_max_position_embeddings")) {
-    GS_ASSIGN_OR_RETURN(rs->original_max_position_embeddings,
-                        get_int(v.at("original_max_position_embeddings"),
-                                key + ".original_max_position_embeddings"));
-  }
-  // A rope_scaling object without "truncate" means truncate=true, as transformers' YaRN reads it
-  // (real gpt-oss configs say false explicitly).
-  rs->truncate = true;
-  if (has(v, "truncate")) {
-    GS_ASSIGN_OR_RETURN(rs->truncate, get_bool(v.at("truncate"), key + ".truncate"));
-  }
-  return Status::Ok();
-}
-
-// rope_theta and the rope scaling. Hub configs (transformers 4.x) have top-level rope_theta and
-// rope_scaling (absent => HF's default yarn; null => none); transformers 5 writes both into
-// rope_parameters. A top-level rope_theta must agree with rope_parameters.rope_theta.
-Status parse_rope(const json& root, ModelConfig* cfg) {
-  cfg->rope_scaling = RopeScaling{};
-  const bool params = has(root, "rope_parameters");
-  if (params && !root.at("rope_parameters").is_object()) {
-    return field_error("rope_parameters", "must be an object");
-  }
-  if (has(root, "rope_theta") || !params) {
-    GS_RETURN_IF_ERROR(require_double(root, "rope_theta", &cfg->rope_theta));
-  }
-  if (params) {
-    const json& p = root.at("rope_parameters");
-    if (has(p, "rope_theta")) {
-      GS_ASSIGN_OR_RETURN(double theta,
-                          get_double(p.at("rope_theta"), "rope_parameters.rope_theta"));
-      if (has(root, "rope_theta") && theta != cfg->rope_theta) {
-        return field_error("rope_theta", "disagrees with rope_parameters.rope_theta");
-      }
-      cfg->rope_theta = theta;
-    } else if (!has(root, "rope_theta")) {
-      return field_error("rope_theta", "is missing (nor rope_parameters.rope_theta)");
-    }
-  }
-  if (root.contains("rope_scaling")) {
-    const json& v = root.at("rope_scaling");
-    if (v.is_null()) {
-      cfg->rope_scaling.rope_type = "none";
-      return Status::Ok();
-    }
-    return parse_rope_dict(v, "rope_scaling", &cfg->rope_scaling);
-  }
-  if (params) {
-    return parse_rope_dict(root.at("rope_parameters"), "rope_parameters", &cfg->rope_scaling);
   }
   return Status::Ok();
 }
@@ -210,7 +94,8 @@ Status parse_layer_types(const json& root, ModelConfig* cfg) {
 
 Status parse_experts_per_token(const json& root, ModelConfig* cfg) {
   const bool a = has(root, "experts_per_token"), b = has(root, "num_experts_per_tok");
-  if (!a && !b) return field_error("experts_per_token", "is missing (nor num_experts_per_tok)");
+  cfg->experts_per_token = kDefaultTopK;  // neither: GptOssConfig's num_experts_per_tok default
+  if (!a && !b) return Status::Ok();
   int64_t va = 0, vb = 0;
   if (a) GS_RETURN_IF_ERROR(require_int(root, "experts_per_token", &va));
   if (b) GS_RETURN_IF_ERROR(require_int(root, "num_experts_per_tok", &vb));
@@ -258,34 +143,39 @@ Status parse_quantization(const json& root, ModelConfig* cfg) {
   return Status::Ok();
 }
 
-Status parse_fields(const json& root, ModelConfig* cfg) {
+// Absent fields take GptOssConfig's defaults: head_dim 64 (hidden / heads only when written as
+// null), num_key_value_heads 8 (num_attention_heads when null), sliding_window 128.
+Status parse_shape(const json& root, ModelConfig* cfg) {
   GS_RETURN_IF_ERROR(require_int(root, "vocab_size", &cfg->vocab_size));
   GS_RETURN_IF_ERROR(require_int(root, "hidden_size", &cfg->hidden_size));
   GS_RETURN_IF_ERROR(require_int(root, "intermediate_size", &cfg->intermediate_size));
   GS_RETURN_IF_ERROR(require_int(root, "num_hidden_layers", &cfg->num_hidden_layers));
   GS_RETURN_IF_ERROR(require_int(root, "num_attention_heads", &cfg->num_attention_heads));
-  GS_RETURN_IF_ERROR(require_int(root, "num_key_value_heads", &cfg->num_key_value_heads));
+  cfg->num_key_value_heads =
+      root.contains("num_key_value_heads") ? cfg->num_attention_heads : kDefaultKvHeads;
+  GS_RETURN_IF_ERROR(optional_int(root, "num_key_value_heads", &cfg->num_key_value_heads));
   GS_RETURN_IF_ERROR(require_int(root, "num_local_experts", &cfg->num_local_experts));
   GS_RETURN_IF_ERROR(parse_experts_per_token(root, cfg));
-  // head_dim: HF falls back to hidden_size / num_attention_heads.
-  cfg->head_dim = 0;
-  GS_RETURN_IF_ERROR(optional_int(root, "head_dim", &cfg->head_dim));
-  if (!has(root, "head_dim") && cfg->num_attention_heads > 0) {
+  cfg->head_dim = kDefaultHeadDim;
+  if (root.contains("head_dim") && cfg->num_attention_heads > 0) {
     cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
   }
+  GS_RETURN_IF_ERROR(optional_int(root, "head_dim", &cfg->head_dim));
   GS_RETURN_IF_ERROR(parse_layer_types(root, cfg));
-  const bool any_sliding = std::find(cfg->layer_types.begin(), cfg->layer_types.end(),
-                                     LayerType::kSlidingAttention) != cfg->layer_types.end();
-  cfg->sliding_window = 0;
-  if (any_sliding) GS_RETURN_IF_ERROR(require_int(root, "sliding_window", &cfg->sliding_window));
-  GS_RETURN_IF_ERROR(optional_int(root, "sliding_window", &cfg->sliding_window));
-  GS_RETURN_IF_ERROR(require_double(root, "rms_norm_eps", &cfg->rms_norm_eps));
+  cfg->sliding_window = root.contains("sliding_window") ? 0 : kDefaultSlidingWindow;
+  return optional_int(root, "sliding_window", &cfg->sliding_window);
+}
+
+Status parse_fields(const json& root, ModelConfig* cfg) {
+  GS_RETURN_IF_ERROR(parse_shape(root, cfg));
+  cfg->rms_norm_eps = kDefaultRmsNormEps;
+  GS_RETURN_IF_ERROR(optional_double(root, "rms_norm_eps", &cfg->rms_norm_eps));
   cfg->swiglu_limit = 7.0;
   GS_RETURN_IF_ERROR(optional_double(root, "swiglu_limit", &cfg->swiglu_limit));
-  GS_RETURN_IF_ERROR(parse_rope(root, cfg));
-  GS_RETURN_IF_ERROR(check_swiglu_alpha(root));
   cfg->max_position_embeddings = 131072;
   GS_RETURN_IF_ERROR(optional_int(root, "max_position_embeddings", &cfg->max_position_embeddings));
+  GS_RETURN_IF_ERROR(parse_rope(root, cfg));
+  GS_RETURN_IF_ERROR(check_swiglu_alpha(root));
   cfg->initial_context_length = 4096;
   GS_RETURN_IF_ERROR(optional_int(root, "initial_context_length", &cfg->initial_context_length));
   GS_RETURN_IF_ERROR(parse_token_ids(root, cfg));
@@ -302,24 +192,6 @@ Status check_range(const char* field, int64_t v, int64_t lo, int64_t hi) {
                                   ", " + std::to_string(hi) + "]");
   }
   return Status::Ok();
-}
-
-Status validate_rope(const ModelConfig& c) {
-  if (!(c.rope_theta > 0)) return field_error("rope_theta", "must be > 0");
-  const RopeScaling& r = c.rope_scaling;
-  if (r.rope_type == "none") return Status::Ok();
-  if (r.rope_type != "yarn") {
-    return field_error("rope_scaling.rope_type", "must be \"yarn\" or \"none\"");
-  }
-  if (!(r.factor >= 1.0) || !std::isfinite(r.factor)) {
-    return field_error("rope_scaling.factor", "must be >= 1");
-  }
-  if (!(r.beta_fast > 0) || !(r.beta_slow > 0) || !std::isfinite(r.beta_fast) ||
-      !std::isfinite(r.beta_slow)) {
-    return field_error("rope_scaling.beta_fast", "and beta_slow must be > 0");
-  }
-  return check_range("rope_scaling.original_max_position_embeddings",
-                     r.original_max_position_embeddings, 1, kMaxPositions);
 }
 
 }  // namespace
@@ -425,7 +297,7 @@ std::string config_to_json(const ModelConfig& c) {
   j["swiglu_limit"] = c.swiglu_limit;
   j["hidden_act"] = "silu";
   if (c.rope_scaling.rope_type == "none") {
-    j["rope_scaling"] = nullptr;
+    j["rope_scaling"] = {{"rope_type", "default"}};  // null would mean the default yarn
   } else {
     const RopeScaling& r = c.rope_scaling;
     j["rope_scaling"] = {{"rope_type", r.rope_type},
@@ -434,6 +306,7 @@ std::string config_to_json(const ModelConfig& c) {
                          {"beta_slow", r.beta_slow},
                          {"original_max_position_embeddings", r.original_max_position_embeddings},
                          {"truncate", r.truncate}};
+    if (r.attention_factor > 0) j["rope_scaling"]["attention_factor"] = r.attention_factor;
   }
   json lt = json::array();
   for (LayerType t : c.layer_types) {

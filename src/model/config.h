@@ -24,6 +24,9 @@ struct RopeScaling {
   double beta_slow = 1.0;
   int64_t original_max_position_embeddings = 4096;
   bool truncate = false;
+  // Scale of cos/sin: > 0 as given (yarn's attention_factor, or mscale / mscale_all_dim);
+  // 0: derived from factor (0.1 ln(factor) + 1, 1 when factor <= 1).
+  double attention_factor = 0;
 };
 
 struct ModelConfig {

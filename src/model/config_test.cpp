@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -108,17 +109,96 @@ TEST(Config, OptionalForms) {
   json j = real_120b();
   j.erase("experts_per_token");  // only num_experts_per_tok
   j["eos_token_id"] = {200002, 199999, 200012};
-  j["rope_scaling"] = nullptr;
+  j["rope_scaling"] = {{"rope_type", "default"}};
   j.erase("quantization_config");
-  j.erase("head_dim");  // HF default: hidden / heads
-  j["hidden_size"] = 4096;
   auto r = parse(j);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->experts_per_token, 4);
   EXPECT_EQ(r->eos_token_ids, (std::vector<int64_t>{200002, 199999, 200012}));
   EXPECT_EQ(r->rope_scaling.rope_type, "none");
   EXPECT_EQ(r->expert_format, ExpertFormat::kBf16);
+}
+
+// Fields a config.json may leave out take GptOssConfig's defaults (transformers 4.55+ / 5.x),
+// which are not always the "natural" ones: head_dim 64 rather than hidden / heads (that only when
+// written as null), num_key_value_heads 8, sliding_window 128, rms_norm_eps 1e-5, rope_theta
+// 150000, top-4.
+TEST(Config, AbsentFieldsTakeTransformersDefaults) {
+  json j = real_120b();
+  j["hidden_size"] = 1024;  // hidden / heads = 16, not 64
+  for (const char* k : {"head_dim", "num_key_value_heads", "sliding_window", "rms_norm_eps",
+                        "rope_theta", "experts_per_token", "num_experts_per_tok"}) {
+    j.erase(k);
+  }
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->head_dim, 64);
+  EXPECT_EQ(r->num_key_value_heads, 8);
+  EXPECT_EQ(r->sliding_window, 128);
+  EXPECT_EQ(r->rms_norm_eps, 1e-5);
+  EXPECT_EQ(r->rope_theta, 150000.0);
+  EXPECT_EQ(r->experts_per_token, 4);
+  j["head_dim"] = nullptr;
+  j["num_key_value_heads"] = nullptr;
+  r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->head_dim, 16);
+  EXPECT_EQ(r->num_key_value_heads, 64);
+  j["sliding_window"] = nullptr;  // no window, but layers that slide
+  expect_error(j, "sliding_window");
+}
+
+// The rope dict as transformers 5 resolves it (see config_rope.cpp).
+TEST(Config, RopeResolvedLikeTransformers5) {
+  json j = real_120b();
+  j["max_position_embeddings"] = 8192;
+  for (json empty : {json(nullptr), json::object()}) {  // null / {}: GptOssConfig's default yarn
+    j["rope_scaling"] = empty;
+    auto r = parse(j);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->rope_scaling.rope_type, "yarn");
+    EXPECT_EQ(r->rope_scaling.factor, 32.0);
+    EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 4096);
+    EXPECT_FALSE(r->rope_scaling.truncate);
+  }
+  j["rope_scaling"] = {{"factor", 4.0}};  // no rope_type (nor type): plain RoPE
+  EXPECT_EQ(parse(j)->rope_scaling.rope_type, "none");
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0}, {"truncate", nullptr}};
+  auto r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope_scaling.rope_type, "yarn");
+  EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 8192);  // max_position_embeddings
+  EXPECT_EQ(r->rope_scaling.beta_fast, 32.0);                         // 0 => default
+  EXPECT_FALSE(r->rope_scaling.truncate);                             // null => false
+  EXPECT_EQ(r->rope_scaling.attention_factor, 0.0);
+  j["original_max_position_embeddings"] = 1024;  // a top-level value wins over the dict's
+  j["rope_scaling"] = {{"rope_type", "yarn"},
+                       {"factor", nullptr},
+                       {"mscale", 1.0},
+                       {"mscale_all_dim", 0.5},
+                       {"original_max_position_embeddings", 2048}};
+  r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope_scaling.original_max_position_embeddings, 1024);
+  EXPECT_EQ(r->rope_scaling.factor, 8.0);  // null: max_position_embeddings / original
+  EXPECT_DOUBLE_EQ(r->rope_scaling.attention_factor,
+                   (0.1 * std::log(8.0) + 1) / (0.05 * std::log(8.0) + 1));
+  j["rope_scaling"]["attention_factor"] = 0.75;
+  EXPECT_EQ(parse(j)->rope_scaling.attention_factor, 0.75);
+  j["rope_scaling"].erase("factor");  // transformers raises on a yarn dict without factor
+  expect_error(j, "rope_scaling.factor");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"partial_rotary_factor", 0.5}};
+  expect_error(j, "partial_rotary_factor");
+  j["rope_scaling"] = {{"sliding_attention", {{"rope_type", "default"}}}};
+  expect_error(j, "rope_scaling.sliding_attention");
+  // rope_scaling null with rope_parameters: the latter.
+  j["rope_scaling"] = nullptr;
+  j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"rope_theta", 1e6}};
+  j.erase("rope_theta");
+  r = parse(j);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rope_scaling.factor, 2.0);
+  EXPECT_EQ(r->rope_theta, 1e6);
 }
 
 // transformers reads a rope_scaling object without "truncate" as truncate=true; so do we.
@@ -169,7 +249,7 @@ TEST(Config, Transformers5Form) {
   expect_error(j, "rope_theta");
   j.erase("rope_theta");
   j["rope_parameters"].erase("rope_theta");
-  expect_error(j, "rope_theta");
+  EXPECT_EQ(parse(j)->rope_theta, 150000.0);  // GptOssConfig.default_theta
   j["rope_parameters"] = {{"rope_type", "linear"}, {"rope_theta", 10000}};
   expect_error(j, "rope_parameters.rope_type");
   j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000}};
@@ -190,8 +270,8 @@ TEST(Config, Errors) {
   };
   expect_error(without("hidden_size"), "hidden_size");
   expect_error(without("vocab_size"), "vocab_size");
-  expect_error(without("rms_norm_eps"), "rms_norm_eps");
-  expect_error(without("sliding_window"), "sliding_window");
+  expect_error(with("sliding_window", nullptr), "sliding_window");
+  expect_error(with("sliding_window", 0), "sliding_window");
   expect_error(with("hidden_size", "2880"), "hidden_size");
   expect_error(with("hidden_size", 2880.5), "hidden_size");
   expect_error(with("hidden_size", 0), "hidden_size");

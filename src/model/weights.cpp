@@ -69,8 +69,6 @@ int64_t TensorRef::numel() const {
   return n;
 }
 
-namespace {
-// IEEE half -> float (handles subnormals, inf, NaN).
 float f16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const int exp = (h >> 10) & 0x1f;
@@ -90,7 +88,6 @@ float f16_to_float(uint16_t h) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-}  // namespace
 
 // Element i as float. Unaligned-safe (memcpy). Returns NaN for dtypes other than bf16/f16/f32
 // and for out-of-range i (callers check shapes first; this never reads out of bounds).
@@ -161,8 +158,11 @@ class Binder {
     *out = std::move(t);
     return Status::Ok();
   }
-  Status bf16(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kBF16}, shape, out);
+  // A float matrix or vector: BF16 (every published gpt-oss checkpoint), or F16 / F32 (e.g.
+  // save_pretrained of a float16 / float32 model). Consumers convert per row (cpu_ops) or
+  // refuse non-BF16 with a message (the CUDA uploader).
+  Status flt(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
+    return bind(name, {DType::kBF16, DType::kF16, DType::kF32}, shape, out);
   }
   Status u8(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
     return bind(name, {DType::kU8}, shape, out);
@@ -189,7 +189,7 @@ Status bind_expert(const Binder& b, const std::string& base, ExpertFormat f, int
   m->format = f;
   m->rows = rows;
   m->cols = cols;
-  if (f == ExpertFormat::kBf16) return b.bf16(base, {experts, cols, rows}, &m->dense);
+  if (f == ExpertFormat::kBf16) return b.flt(base, {experts, cols, rows}, &m->dense);
   if (cols % 32 != 0) {
     return InvalidArgument("tensor '" + base + "_blocks': MXFP4 needs an input size divisible " +
                            "by 32, config gives " + std::to_string(cols));
@@ -202,10 +202,10 @@ Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& 
                       LayerWeights* w) {
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim;
   const int64_t kv = c.num_key_value_heads * c.head_dim;
-  GS_RETURN_IF_ERROR(b.bf16(p + "q_proj.weight", {q, h}, &w->q_w));
-  GS_RETURN_IF_ERROR(b.bf16(p + "k_proj.weight", {kv, h}, &w->k_w));
-  GS_RETURN_IF_ERROR(b.bf16(p + "v_proj.weight", {kv, h}, &w->v_w));
-  GS_RETURN_IF_ERROR(b.bf16(p + "o_proj.weight", {h, q}, &w->o_w));
+  GS_RETURN_IF_ERROR(b.flt(p + "q_proj.weight", {q, h}, &w->q_w));
+  GS_RETURN_IF_ERROR(b.flt(p + "k_proj.weight", {kv, h}, &w->k_w));
+  GS_RETURN_IF_ERROR(b.flt(p + "v_proj.weight", {kv, h}, &w->v_w));
+  GS_RETURN_IF_ERROR(b.flt(p + "o_proj.weight", {h, q}, &w->o_w));
   // Biases are required when attention_bias is true; otherwise bound only if present.
   const struct {
     const char* name;
@@ -217,26 +217,26 @@ Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& 
                 {"o_proj.bias", h, &w->o_b}};
   for (const auto& bias : biases) {
     if (c.attention_bias || b.has(p + bias.name)) {
-      GS_RETURN_IF_ERROR(b.bf16(p + bias.name, {bias.n}, bias.out));
+      GS_RETURN_IF_ERROR(b.flt(p + bias.name, {bias.n}, bias.out));
     }
   }
-  return b.bind(p + "sinks", {DType::kBF16, DType::kF32}, {c.num_attention_heads}, &w->sinks);
+  return b.flt(p + "sinks", {c.num_attention_heads}, &w->sinks);
 }
 
 Status bind_layer(const ModelConfig& c, const Binder& b, int64_t i, ExpertFormat f,
                   LayerWeights* w) {
   const std::string p = "model.layers." + std::to_string(i) + ".";
   const int64_t h = c.hidden_size, inter = c.intermediate_size, e = c.num_local_experts;
-  GS_RETURN_IF_ERROR(b.bf16(p + "input_layernorm.weight", {h}, &w->attn_norm));
+  GS_RETURN_IF_ERROR(b.flt(p + "input_layernorm.weight", {h}, &w->attn_norm));
   GS_RETURN_IF_ERROR(bind_attention(c, b, p + "self_attn.", w));
-  GS_RETURN_IF_ERROR(b.bf16(p + "post_attention_layernorm.weight", {h}, &w->mlp_norm));
-  GS_RETURN_IF_ERROR(b.bf16(p + "mlp.router.weight", {e, h}, &w->router_w));
-  GS_RETURN_IF_ERROR(b.bf16(p + "mlp.router.bias", {e}, &w->router_b));
+  GS_RETURN_IF_ERROR(b.flt(p + "post_attention_layernorm.weight", {h}, &w->mlp_norm));
+  GS_RETURN_IF_ERROR(b.flt(p + "mlp.router.weight", {e, h}, &w->router_w));
+  GS_RETURN_IF_ERROR(b.flt(p + "mlp.router.bias", {e}, &w->router_b));
   const std::string x = p + "mlp.experts.";
   GS_RETURN_IF_ERROR(bind_expert(b, x + "gate_up_proj", f, e, 2 * inter, h, &w->gate_up));
-  GS_RETURN_IF_ERROR(b.bf16(x + "gate_up_proj_bias", {e, 2 * inter}, &w->gate_up_b));
+  GS_RETURN_IF_ERROR(b.flt(x + "gate_up_proj_bias", {e, 2 * inter}, &w->gate_up_b));
   GS_RETURN_IF_ERROR(bind_expert(b, x + "down_proj", f, e, h, inter, &w->down));
-  return b.bf16(x + "down_proj_bias", {e, h}, &w->down_b);
+  return b.flt(x + "down_proj_bias", {e, h}, &w->down_b);
 }
 
 // A tensor of a layer index >= num_hidden_layers means the config does not match the weights.
@@ -272,18 +272,18 @@ Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& sto
                        "('embedding.weight', 'block.N...'); load the Hugging Face layout instead " +
                        "(the model directory itself, not its original/ subdirectory)");
   }
-  GS_RETURN_IF_ERROR(b.bf16("model.embed_tokens.weight", {v, h}, &w.embed));
+  GS_RETURN_IF_ERROR(b.flt("model.embed_tokens.weight", {v, h}, &w.embed));
   const ExpertFormat f = detect_expert_format(cfg, b);
   w.layers.resize(static_cast<size_t>(cfg.num_hidden_layers));
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
     GS_RETURN_IF_ERROR(bind_layer(cfg, b, i, f, &w.layers[static_cast<size_t>(i)]));
   }
   GS_RETURN_IF_ERROR(check_extra_layers(cfg, store));
-  GS_RETURN_IF_ERROR(b.bf16("model.norm.weight", {h}, &w.final_norm));
+  GS_RETURN_IF_ERROR(b.flt("model.norm.weight", {h}, &w.final_norm));
   if (cfg.tie_word_embeddings) {
     w.lm_head = w.embed;
   } else {
-    GS_RETURN_IF_ERROR(b.bf16("lm_head.weight", {v, h}, &w.lm_head));
+    GS_RETURN_IF_ERROR(b.flt("lm_head.weight", {v, h}, &w.lm_head));
   }
   return w;
 }

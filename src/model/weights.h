@@ -16,6 +16,8 @@ class TensorStore;  // model/safetensors.h
 enum class DType { kBF16, kF16, kF32, kF64, kU8, kI8, kI16, kI32, kI64, kBool, kF8E4M3, kF8E5M2 };
 const char* dtype_name(DType d);
 int64_t dtype_size(DType d);
+// IEEE binary16 -> float (exact: subnormals, inf, NaN).
+float f16_to_float(uint16_t h);
 
 // A tensor view: data points into an mmapped file. Row-major.
 struct TensorRef {
@@ -31,7 +33,8 @@ struct TensorRef {
 
 // MoE expert matrices. For a projection with `rows` outputs and `cols` inputs:
 //  kMxfp4: blocks [E, rows, cols/32, 16] u8 (low nibble first), scales [E, rows, cols/32] u8 E8M0
-//  kBf16:  dense  [E, cols, rows] bf16 (HF's dequantized layout: input dim first)
+//  kBf16:  dense  [E, cols, rows] bf16 (HF's dequantized layout: input dim first; F16 / F32
+//          checkpoints bind too, with dense.dtype saying which)
 // gate_up rows are interleaved: row 2j is gate j, row 2j+1 is up j.
 struct ExpertMatrix {
   ExpertFormat format = ExpertFormat::kMxfp4;

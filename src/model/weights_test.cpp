@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -218,6 +219,43 @@ TEST(Weights, TiedEmbeddingsAndOptionalBias) {
   EXPECT_EQ(w.layers[0].sinks.dtype, DType::kF32);
 }
 
+// save_pretrained of a float16 / float32 model writes F16 / F32 tensors: they bind as they are
+// (the CPU engine converts them per row; the CUDA uploader refuses non-BF16 with a message).
+TEST(Weights, F16AndF32TensorsBind) {
+  auto rng = testing::seeded_rng("F16AndF32TensorsBind");
+  const ModelConfig c = tiny_config();
+  auto ts = checkpoint(c, false, rng);
+  std::uniform_int_distribution<int> pick(0, 2);
+  std::map<std::string, std::string> chosen;
+  for (auto& [name, t] : ts) {
+    if (t.dtype != "BF16") continue;
+    const std::string dt = std::vector<std::string>{"BF16", "F16", "F32"}[pick(rng)];
+    int64_t n = elem_size(dt);
+    for (int64_t d : t.shape) n *= d;
+    t = StTensor{name, dt, t.shape, random_bytes(static_cast<size_t>(n), rng)};
+    chosen[name] = dt;
+  }
+  TempDir dir;
+  write_model(dir, c, ts);
+  auto m = load_model(dir.str());
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelWeights& w = (*m)->weights;
+  EXPECT_EQ(dtype_name(w.embed.dtype), chosen.at("model.embed_tokens.weight"));
+  EXPECT_EQ(dtype_name(w.layers[1].q_w.dtype), chosen.at("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_EQ(dtype_name(w.layers[0].down.dense.dtype),
+            chosen.at("model.layers.0.mlp.experts.down_proj"));
+  check_layers(w, ts, false);
+}
+
+TEST(Weights, F16ToFloat) {
+  EXPECT_EQ(f16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(f16_to_float(0xc000), -2.0f);
+  EXPECT_EQ(f16_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_TRUE(std::isinf(f16_to_float(0x7c00)));
+  EXPECT_TRUE(std::isnan(f16_to_float(0x7e00)));
+}
+
 // Loads `c` with tensors edited by `edit`; expects an error naming the model file and `needles`.
 void expect_load_error(const ModelConfig& c,
                        const std::function<void(std::map<std::string, StTensor>&)>& edit,
@@ -236,22 +274,24 @@ TEST(Weights, Errors) {
   const ModelConfig c = tiny_config();
   const std::string p = "model.layers.1.";
   expect_load_error(c, [&](auto& ts) { ts.erase(p + "self_attn.k_proj.bias"); },
-                    {"'" + p + "self_attn.k_proj.bias'", "not found", "BF16 [32]"});
+                    {"'" + p + "self_attn.k_proj.bias'", "not found", "BF16|F16|F32 [32]"});
   expect_load_error(c, [&](auto& ts) { ts.erase("lm_head.weight"); },
                     {"'lm_head.weight'", "not found"});
+  expect_load_error(c,
+                    [&](auto& ts) {
+                      // Same byte count, wrong shape (expected [hidden, heads*head_dim] = [64,
+                      // 64]).
+                      ts.at(p + "self_attn.o_proj.weight").shape = {32, 128};
+                    },
+                    {"'" + p + "self_attn.o_proj.weight'", "expected BF16|F16|F32 [64, 64]",
+                     "found BF16 [32, 128]"});
   expect_load_error(
       c,
       [&](auto& ts) {
-        // Same byte count, wrong shape (expected [hidden, heads*head_dim] = [64, 64]).
-        ts.at(p + "self_attn.o_proj.weight").shape = {32, 128};
+        StTensor& t = ts.at(p + "mlp.router.weight");
+        t.dtype = "I16";
       },
-      {"'" + p + "self_attn.o_proj.weight'", "expected BF16 [64, 64]", "found BF16 [32, 128]"});
-  expect_load_error(c,
-                    [&](auto& ts) {
-                      StTensor& t = ts.at(p + "mlp.router.weight");
-                      t.dtype = "F16";
-                    },
-                    {"'" + p + "mlp.router.weight'", "expected BF16 [4, 64]", "found F16 [4, 64]"});
+      {"'" + p + "mlp.router.weight'", "expected BF16|F16|F32 [4, 64]", "found I16 [4, 64]"});
   expect_load_error(
       c,
       [&](auto& ts) {

@@ -10,7 +10,10 @@ Configs cover GQA 4:1 / 2:1 / 1:1, sliding windows shorter than the sequence, se
 YaRN original context (original_max_position_embeddings patched to 16-32), top-k 1..4 of 3..8
 experts, and sinks of both signs (synth draws them from U(-3, 3)); three more configs per run
 are drawn at random (held-out shapes: random layer types, head_dim 16-64, 1-4 kv heads, top-1..4
-of 2-12 experts).
+of 2-12 experts), each written in a random config.json form (transformers-5 rope_parameters;
+fields left to GptOssConfig's defaults such as head_dim 64 or an original context taken from
+max_position_embeddings; yarn attention_factor / mscale; rope_scaling null, i.e. the default
+yarn) and with some tensors as F16 / F32.
 """
 import json
 import os
@@ -81,6 +84,55 @@ def _rel_per_position(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.norm(a.astype(np.float64) - b, axis=-1) / np.linalg.norm(b, axis=-1)
 
 
+# Rewrites of config.json that transformers (5.x) reads as a given model: each must give gossamer
+# the model transformers builds from the same file. `orig_ctx` is the yarn original context the
+# synth config was patched to.
+def _form_rope_parameters(cfg, rng, orig_ctx):  # transformers-5 save_pretrained form
+    rs = cfg.pop("rope_scaling")
+    rs["rope_theta"] = cfg.pop("rope_theta")
+    cfg["rope_parameters"] = rs
+
+
+def _form_implicit_fields(cfg, rng, orig_ctx):  # GptOssConfig defaults / derived values
+    rs = cfg["rope_scaling"]
+    del rs["original_max_position_embeddings"]  # falls back to max_position_embeddings
+    cfg["max_position_embeddings"] = orig_ctx
+    if rs["truncate"]:
+        del rs["truncate"]  # absent reads as true
+    rs["type"] = rs.pop("rope_type")  # the legacy key
+    for key, default in (("head_dim", 64), ("rms_norm_eps", 1e-5), ("rope_theta", 150000.0)):
+        if cfg[key] == default:
+            del cfg[key]
+
+
+def _form_attention_factor(cfg, rng, orig_ctx):  # yarn cos/sin scale given explicitly
+    rs = cfg["rope_scaling"]
+    if rng.integers(0, 2):
+        rs["attention_factor"] = float(rng.uniform(0.5, 2.0))
+    else:
+        rs["mscale"], rs["mscale_all_dim"] = float(rng.uniform(0.5, 2)), float(rng.uniform(0.5, 2))
+
+
+def _form_rope_default(cfg, rng, orig_ctx):  # null: GptOssConfig's default yarn; no type: plain
+    cfg["rope_scaling"] = None if rng.integers(0, 2) else {"factor": 4.0}
+
+
+CONFIG_FORMS = [None, _form_rope_parameters, _form_implicit_fields, _form_attention_factor,
+                _form_rope_default]
+
+
+def _cast_float_tensors(path: pathlib.Path, rng):
+    """Rewrites the checkpoint with each BF16 tensor kept, or cast to F16 or F32 (what
+    save_pretrained of a float16 / float32 model writes)."""
+    from safetensors.torch import load_file, save_file
+    for f in sorted(path.glob("*.safetensors")):
+        tensors = load_file(str(f))
+        for k, t in tensors.items():
+            if t.dtype == torch.bfloat16:
+                tensors[k] = t.to([torch.bfloat16, torch.float16, torch.float32][rng.integers(0, 3)])
+        save_file(tensors, str(f), metadata={"format": "pt"})
+
+
 @pytest.mark.parametrize("name,overrides,orig_ctx,truncate,seq_len", CONFIGS,
                          ids=[c[0] for c in CONFIGS])
 def test_logits_and_greedy_match_transformers(gossamer, tmp_path, name, overrides, orig_ctx,
@@ -108,18 +160,42 @@ def _random_config(rng) -> tuple:
 
 @pytest.mark.parametrize("draw", range(3))
 def test_random_configs_match_transformers(gossamer, tmp_path, draw):
+    """Random shapes, each also written in a random (equivalent or default-relying) config.json
+    form and with some float tensors as F16 / F32."""
     seed = _seed()
-    overrides, types, orig_ctx, truncate, seq_len = _random_config(np.random.default_rng(seed))
-    print(f"random config {draw}: {overrides}, layer types {types}")
+    rng = np.random.default_rng(seed)
+    overrides, types, orig_ctx, truncate, seq_len = _random_config(rng)
+    form = CONFIG_FORMS[int(rng.integers(0, len(CONFIG_FORMS)))]
+    cast = bool(rng.integers(0, 2))
+    print(f"random config {draw}: {overrides}, layer types {types}, form "
+          f"{form.__name__ if form else None}, cast {cast}")
     _check_against_transformers(gossamer, tmp_path, f"random{draw}", overrides, orig_ctx,
-                                truncate, seq_len, seed, types)
+                                truncate, seq_len, seed, types, form, cast)
+
+
+@pytest.mark.parametrize("form", CONFIG_FORMS[1:], ids=lambda f: f.__name__[len("_form_"):])
+def test_config_forms_match_transformers(gossamer, tmp_path, form):
+    """Every config.json form of CONFIG_FORMS on a small random config, F16 / F32 tensors too."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    overrides, types, orig_ctx, truncate, seq_len = _random_config(rng)
+    overrides["head_dim"] = 64  # so that _form_implicit_fields may drop it
+    _check_against_transformers(gossamer, tmp_path, form.__name__, overrides, orig_ctx, truncate,
+                                seq_len, seed, types, form, cast=True)
 
 
 def _check_against_transformers(gossamer, tmp_path, name, overrides, orig_ctx, truncate, seq_len,
-                                seed, layer_types=None):
+                                seed, layer_types=None, form=None, cast=False):
     rng = np.random.default_rng(seed)
     path = _synth(gossamer, tmp_path / "mxfp4", overrides, seed, orig_ctx, truncate,
                   layer_types=layer_types)
+    if form is not None:
+        cfg = json.loads((path / "config.json").read_text())
+        form(cfg, rng, orig_ctx)
+        (path / "config.json").write_text(json.dumps(cfg, indent=2))
+        print(f"config form {form.__name__}: {json.dumps(cfg)}")
+    if cast:
+        _cast_float_tensors(path, rng)
     tokens = rng.integers(0, VOCAB, size=seq_len).tolist()
 
     ours = _ours_logits(gossamer, path, tokens, tmp_path)
