@@ -1,20 +1,21 @@
+// JsonMatcher stepping: the string and number lexers, and one byte at a time through the
+// threads (values, containers, whitespace). Keys, enum values and the frame arenas are in
+// json_matcher_objects.cpp; the token trie and its walk (collect) in json_token_trie.cpp.
 #include "server/json_matcher.h"
 
-#include <algorithm>
-#include <bit>
-
+#include "server/json_matcher_impl.h"
 #include "tokenizer/utf8.h"
 
 namespace gossamer::server {
 
+using json_matcher_impl::kFnvOffset;
+using json_matcher_impl::kNone;
+
 namespace {
 
-constexpr uint32_t kNone = UINT32_MAX;
 constexpr uint8_t kMaxWhitespace = 8;   // a model cannot loop on newlines between tokens
 constexpr uint32_t kMaxIntDigits = 64;  // number sizes: see lex_number
 constexpr uint32_t kMaxExpDigits = 2;
-constexpr uint64_t kFnvOffset = 1469598103934665603ull;
-constexpr uint64_t kFnvPrime = 1099511628211ull;
 constexpr std::string_view kLiterals[] = {"true", "false", "null"};
 
 // The number grammar -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? as states after a byte.
@@ -86,30 +87,6 @@ NumStep lex_number(uint8_t& s, uint32_t& digits, bool int_only, uint8_t c) {
   }
 }
 
-// First index k in [lo, hi) with key(k) >= c (key nondecreasing over the range).
-template <class Key>
-uint32_t lower(uint32_t lo, uint32_t hi, int c, Key key) {
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (key(mid) < c) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
-// Narrows [lo, hi) of sorted strings sharing a prefix of `pos` bytes to those whose byte at pos
-// is c (a contiguous run: the strings that end at pos sort first, then by that byte).
-void narrow(const std::vector<std::string>& v, uint32_t& lo, uint32_t& hi, uint32_t pos,
-            uint8_t c) {
-  auto key = [&](uint32_t k) { return v[k].size() > pos ? static_cast<uint8_t>(v[k][pos]) : -1; };
-  const uint32_t a = lower(lo, hi, c, key);
-  hi = lower(a, hi, c + 1, key);
-  lo = a;
-}
-
 // One byte of a string's content, after the opening quote. Keys are canonical (no \u, no \/),
 // see json_schema.h. A \u escape may not leave a lone surrogate; UTF-8 must be valid across
 // token boundaries (the pending continuation count and the lead byte live in t).
@@ -162,70 +139,6 @@ Lex lex_string(T& t, uint8_t c, bool key) {
 
 }  // namespace
 
-namespace {
-
-using TokenList = std::vector<std::pair<std::string_view, int32_t>>;
-
-TokenTrie::Layer build_layer(TokenList toks) {
-  std::sort(toks.begin(), toks.end());
-  TokenTrie::Layer t;
-  std::vector<uint32_t> path;  // open nodes, one per depth
-  std::string_view prev;
-  auto close_to = [&](size_t depth) {
-    for (; path.size() > depth; path.pop_back()) {
-      t.nodes[path.back()].skip = static_cast<uint32_t>(t.nodes.size());
-    }
-  };
-  for (const auto& [s, id] : toks) {
-    size_t lcp = 0;
-    while (lcp < s.size() && lcp < prev.size() && s[lcp] == prev[lcp]) ++lcp;
-    close_to(lcp);
-    for (size_t k = lcp; k < s.size(); ++k) {  // ids of equal byte strings attach to the newest
-      path.push_back(static_cast<uint32_t>(t.nodes.size()));
-      t.nodes.push_back({0, static_cast<uint32_t>(t.ids.size()), static_cast<uint16_t>(k + 1),
-                         static_cast<uint8_t>(s[k])});
-    }
-    t.ids.push_back(id);
-    t.max_depth = std::max<int>(t.max_depth, static_cast<int>(s.size()));
-    prev = s;
-  }
-  close_to(0);
-  t.nodes.push_back({0, static_cast<uint32_t>(t.ids.size()), 0, 0});  // sentinel
-  return t;
-}
-
-// Bytes a string can hold whatever came before: whole UTF-8 characters, no quote, backslash or
-// control byte (so no escape or UTF-8 sequence is left open).
-bool plain_content(std::string_view s) {
-  for (char ch : s) {
-    const auto c = static_cast<uint8_t>(ch);
-    if (c == '"' || c == '\\' || c < 0x20) return false;
-  }
-  return utf8::valid_prefix_len(s) == s.size();
-}
-
-}  // namespace
-
-Result<std::shared_ptr<const TokenTrie>> TokenTrie::build(const TokenPieceIndex& pieces,
-                                                          int64_t vocab) {
-  TokenList all, not_plain;
-  auto trie = std::shared_ptr<TokenTrie>(new TokenTrie());
-  for (int64_t id = 0; id < vocab; ++id) {
-    const std::string* b = pieces.bytes(static_cast<int32_t>(id));
-    if (b == nullptr || b->size() >= UINT16_MAX) continue;
-    all.emplace_back(*b, static_cast<int32_t>(id));
-    if (plain_content(*b)) {
-      trie->plain_.push_back(static_cast<int32_t>(id));
-    } else {
-      not_plain.emplace_back(*b, static_cast<int32_t>(id));
-    }
-  }
-  if (all.empty()) return Internal("token trie: the vocabulary has no ordinary tokens");
-  trie->all_ = build_layer(std::move(all));
-  trie->not_plain_ = build_layer(std::move(not_plain));
-  return std::shared_ptr<const TokenTrie>(std::move(trie));
-}
-
 JsonMatcher::JsonMatcher(std::shared_ptr<const CompiledJsonSchema> schema)
     : schema_(std::move(schema)) {
   reset();
@@ -275,49 +188,6 @@ bool JsonMatcher::closed() const {
     if (cur_.t[i].mode != Mode::kDone) return false;
   }
   return true;
-}
-
-void JsonMatcher::collect(const TokenTrie& trie, std::vector<int32_t>* out) {
-  if (broken_ || closed()) return;
-  bool plain = false;  // some thread takes every plain token and stays as it was
-  for (uint32_t i = 0; i < cur_.n && !plain; ++i) plain = plain_string(cur_.t[i]);
-  if (plain) out->insert(out->end(), trie.plain().begin(), trie.plain().end());
-  walk(plain ? trie.not_plain() : trie.all(), out);
-}
-
-// A thread inside a string (or an unrestricted key) with no escape or UTF-8 sequence open.
-bool JsonMatcher::plain_string(const Thread& t) const {
-  if (t.sub != 0 || t.utf8_need != 0 || t.want_low) return false;
-  if (t.mode == Mode::kString) return true;
-  if (t.mode != Mode::kKey) return false;
-  const Frame& f = frames_[t.frame];
-  return node(f.node).additional != kNone && !only_required(f, node(f.node));
-}
-
-void JsonMatcher::walk(const TokenTrie::Layer& layer, std::vector<int32_t>* out) {
-  stack_.resize(static_cast<size_t>(layer.max_depth) + 1);
-  stack_[0] = cur_;
-  const TokenTrie::Node* nodes = layer.nodes.data();
-  const int32_t* ids = layer.ids.data();
-  const size_t n = layer.size();
-  for (size_t i = 0; i < n;) {
-    const TokenTrie::Node& nd = nodes[i];
-    const State& parent = stack_[nd.depth - 1];
-    rollback(parent);
-    if (!advance(parent, nd.byte, stack_[nd.depth])) {
-      i = nd.skip;
-      continue;
-    }
-    out->insert(out->end(), ids + nd.ids, ids + nodes[i + 1].ids);
-    ++i;
-  }
-  rollback(cur_);
-}
-
-void JsonMatcher::rollback(const State& s) {
-  if (frames_.size() != s.frames) frames_.resize(s.frames);
-  if (words_.size() != s.words) words_.resize(s.words);
-  if (keys_.size() != s.keys) keys_.resize(s.keys);
 }
 
 void JsonMatcher::push(State& out, const Thread& u) {
@@ -372,8 +242,13 @@ void JsonMatcher::step(Thread t, uint8_t c, State& out) {
     case Mode::kDone:
       return;
     default:
-      break;
+      return step_structure(t, c, out);
   }
+}
+
+// Between tokens: structural whitespace, or a byte that starts a value or a key, or separates or
+// closes one.
+void JsonMatcher::step_structure(Thread t, uint8_t c, State& out) {
   if (is_ws(c)) {  // structural whitespace, capped
     if (t.ws >= kMaxWhitespace) return;
     ++t.ws;
@@ -481,100 +356,6 @@ void JsonMatcher::after_value(Thread t, uint8_t c, State& out) {
   push(out, t);
 }
 
-JsonMatcher::Step JsonMatcher::enum_step(Thread& t, uint8_t c) const {
-  const auto& vals = schema_->enums[static_cast<size_t>(node(t.node).enum_index)];
-  uint32_t lo = t.lo, hi = t.hi;
-  narrow(vals, lo, hi, t.pos, c);
-  if (lo == hi) return vals[t.lo].size() == t.pos ? Step::kEndedBefore : Step::kReject;
-  t.lo = lo;
-  t.hi = hi;
-  ++t.pos;
-  // Only a number can be followed by more bytes of a longer candidate ("1" / "10"); a lone
-  // exact match is finished at once.
-  return hi - lo == 1 && vals[lo].size() == t.pos ? Step::kComplete : Step::kContinue;
-}
-
-// With maxProperties nearly reached, only the missing required names may still be written.
-bool JsonMatcher::only_required(const Frame& f, const JsonSchemaNode& n) const {
-  uint32_t missing = 0;
-  for (size_t w = 0; w < n.required.size(); ++w) {
-    missing += static_cast<uint32_t>(std::popcount(n.required[w] & ~words_[f.used + w]));
-  }
-  return static_cast<uint64_t>(f.count) + 1 + missing > n.max_props;
-}
-
-// Some declared name in [lo, hi) is unused (and required, when `required`).
-bool JsonMatcher::free_name(const Frame& f, const JsonSchemaNode& n, uint32_t lo, uint32_t hi,
-                            bool required) const {
-  const uint64_t* used = words_.data() + f.used;
-  for (uint32_t k = lo; k < hi; ++k) {
-    if (!test_bit(used, k) && (!required || test_bit(n.required.data(), k))) return true;
-  }
-  return false;
-}
-
-bool JsonMatcher::key_possible(const Frame& f, const JsonSchemaNode& n) const {
-  if (f.count >= n.max_props) return false;
-  const bool req = only_required(f, n);
-  if (n.additional != kNone && !req) return true;
-  return free_name(f, n, 0, static_cast<uint32_t>(n.names.size()), req);
-}
-
-bool JsonMatcher::close_ok(const Frame& f, const JsonSchemaNode& n) const {
-  if (f.count < n.min_props) return false;
-  for (size_t w = 0; w < n.required.size(); ++w) {
-    if (n.required[w] & ~words_[f.used + w]) return false;
-  }
-  return true;
-}
-
-// A key byte (not the closing quote): some name must still be writable.
-bool JsonMatcher::key_byte(Thread& t, uint8_t c) const {
-  t.hash = (t.hash ^ c) * kFnvPrime;
-  const Frame& f = frames_[t.frame];
-  const JsonSchemaNode& n = node(f.node);
-  if (t.lo < t.hi) narrow(n.names, t.lo, t.hi, t.pos, c);
-  ++t.pos;
-  const bool req = only_required(f, n);
-  if (n.additional != kNone && !req) return true;
-  return free_name(f, n, t.lo, t.hi, req);
-}
-
-// The closing quote of a key: a new frame records it; the value's node comes next.
-bool JsonMatcher::close_key(Thread& t) {
-  const Frame f = frames_[t.frame];
-  const JsonSchemaNode& n = node(f.node);
-  const bool req = only_required(f, n);
-  Frame g = f;
-  ++g.count;
-  uint32_t value = kNone;
-  if (t.lo < t.hi && n.names[t.lo].size() == t.pos) {          // a declared name
-    if (test_bit(words_.data() + f.used, t.lo)) return false;  // used (or never writable)
-    if (req && !test_bit(n.required.data(), t.lo)) return false;
-    g.used = static_cast<uint32_t>(words_.size());
-    for (size_t w = 0; w < n.words(); ++w) {
-      const uint64_t v = words_[f.used + w];  // (not a reference: push_back may reallocate)
-      words_.push_back(v);
-    }
-    set_bit(words_.data() + g.used, t.lo);
-    value = n.values[t.lo];
-  } else {
-    if (n.additional == kNone || req) return false;
-    for (uint32_t k = f.extra; k != kNone; k = keys_[k].next) {
-      if (keys_[k].hash == t.hash) return false;  // a duplicate key
-    }
-    keys_.push_back({t.hash, f.extra});
-    g.extra = static_cast<uint32_t>(keys_.size() - 1);
-    value = n.additional;
-  }
-  frames_.push_back(g);
-  t = Thread();
-  t.frame = static_cast<uint32_t>(frames_.size() - 1);
-  t.node = value;
-  t.mode = Mode::kColon;
-  return true;
-}
-
 void JsonMatcher::finish_value(Thread& t) const {
   const uint32_t frame = t.frame;
   t = Thread();
@@ -585,62 +366,6 @@ void JsonMatcher::finish_value(Thread& t) const {
 void JsonMatcher::pop(Thread& t) const {
   t.frame = frames_[t.frame].parent;
   finish_value(t);
-}
-
-uint32_t JsonMatcher::open(uint32_t parent, uint32_t node_id, bool array) {
-  const JsonSchemaNode& n = node(node_id);
-  const auto used = static_cast<uint32_t>(words_.size());
-  if (!array) words_.insert(words_.end(), n.blocked.begin(), n.blocked.end());
-  frames_.push_back({parent, node_id, 0, used, kNone, array});
-  return static_cast<uint32_t>(frames_.size() - 1);
-}
-
-// Copies what the current threads can still reach into fresh arenas: committed bytes leave
-// superseded frames behind (one per key or element).
-void JsonMatcher::compact() {
-  std::vector<Frame> frames;
-  std::vector<uint64_t> words;
-  std::vector<ExtraKey> keys;
-  std::vector<std::pair<uint32_t, uint32_t>> moved;  // old frame -> new
-  auto copy = [&](uint32_t old) {
-    std::vector<uint32_t> chain;  // old frames not yet copied, innermost first
-    for (uint32_t x = old; x != kNone; x = frames_[x].parent) {
-      auto it = std::find_if(moved.begin(), moved.end(), [&](auto& p) { return p.first == x; });
-      if (it != moved.end()) break;
-      chain.push_back(x);
-    }
-    for (auto x = chain.rbegin(); x != chain.rend(); ++x) {
-      Frame g = frames_[*x];
-      if (g.parent != kNone) {
-        g.parent = std::find_if(moved.begin(), moved.end(), [&](auto& p) {
-                     return p.first == g.parent;
-                   })->second;
-      }
-      const size_t nw = g.array ? 0 : node(g.node).words();
-      words.insert(words.end(), words_.begin() + g.used, words_.begin() + g.used + nw);
-      g.used = static_cast<uint32_t>(words.size() - nw);
-      std::vector<uint64_t> hashes;
-      for (uint32_t k = g.extra; k != kNone; k = keys_[k].next) hashes.push_back(keys_[k].hash);
-      g.extra = kNone;
-      for (auto h = hashes.rbegin(); h != hashes.rend(); ++h) {
-        keys.push_back({*h, g.extra});
-        g.extra = static_cast<uint32_t>(keys.size() - 1);
-      }
-      frames.push_back(g);
-      moved.emplace_back(*x, static_cast<uint32_t>(frames.size() - 1));
-    }
-    if (old == kNone) return kNone;
-    return std::find_if(moved.begin(), moved.end(), [&](auto& p) { return p.first == old; })
-        ->second;
-  };
-  for (uint32_t i = 0; i < cur_.n; ++i) cur_.t[i].frame = copy(cur_.t[i].frame);
-  frames_ = std::move(frames);
-  words_ = std::move(words);
-  keys_ = std::move(keys);
-  cur_.frames = static_cast<uint32_t>(frames_.size());
-  cur_.words = static_cast<uint32_t>(words_.size());
-  cur_.keys = static_cast<uint32_t>(keys_.size());
-  live_ = frames_.size() + words_.size() + keys_.size();
 }
 
 }  // namespace gossamer::server

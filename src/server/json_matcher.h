@@ -125,6 +125,7 @@ class JsonMatcher {
   bool plain_string(const Thread& t) const;
   void walk(const TokenTrie::Layer& layer, std::vector<int32_t>* out);
   void step(Thread t, uint8_t c, State& out);
+  void step_structure(Thread t, uint8_t c, State& out);
   void start_value(Thread t, uint32_t node_id, uint8_t c, State& out);
   void after_value(Thread t, uint8_t c, State& out);
   Step enum_step(Thread& t, uint8_t c) const;

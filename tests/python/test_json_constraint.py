@@ -71,8 +71,10 @@ def walks(tmp_path_factory):
          "--gtest_repeat=2"],
         env={**os.environ, "GOSSAMER_JSON_WALK_OUT": str(out)}, capture_output=True, timeout=600)
     assert p.returncode == 0, p.stdout.decode(errors="replace")[-4000:]
-    lines = (out / "walks.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines]
+    # Split on "\n" only: str.splitlines() also breaks at U+2028 / U+0085, which a walk may
+    # write inside a JSON string (the "unreproduced fixture error" of session 16).
+    lines = (out / "walks.jsonl").read_text(encoding="utf-8").split("\n")
+    return [json.loads(line) for line in lines if line]
 
 
 def test_walk_documents_validate(walks):
