@@ -115,10 +115,16 @@ bool one_prompt(const Ctx& ctx, const json& p, const std::string& param, Prompt*
                               param),
            false;
   }
-  for (const auto& t : p) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-        t.get<int64_t>() >= ctx.engine->config().vocab_size) {
-      return *err = bad_request("'" + param + "' token ids must be integers in [0, vocab_size)",
+  // Ids the tokenizer does not know (the model's padded rows past it) have no text to echo.
+  const int64_t vocab = std::min<int64_t>(ctx.engine->config().vocab_size, ctx.tok->vocab_size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const json& t = p[i];
+    const bool in_range = t.is_number_integer() && !(t.is_number_unsigned() && t > vocab) &&
+                          t.get<int64_t>() >= 0 && t.get<int64_t>() < vocab;
+    if (!in_range) {
+      return *err = bad_request("'" + param + "' token ids must be integers in [0, " +
+                                    std::to_string(vocab) + "); element " + std::to_string(i) +
+                                    " is " + t.dump(),
                                 param),
              false;
     }
@@ -317,7 +323,15 @@ bool submit_all(Ctx& ctx, const std::vector<Prompt>& prompts, Job& job, ApiError
       GenerationParams g = g0;
       if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(j);
       auto stream = ctx.engine->submit(ids, g);
-      if (!stream.ok()) return *err = from_status(stream.status()), false;
+      if (!stream.ok()) {
+        *err = from_status(stream.status());
+        if (err->http_status == 400 && err->param.empty()) {  // too long: the prompt or the total
+          err->param = static_cast<int64_t>(ids.size()) >= ctx.engine->max_model_len()
+                           ? "prompt"
+                           : "max_tokens";
+        }
+        return false;
+      }
       job.choices.push_back(
           std::make_unique<TextChoice>(*stream, ctx.tok, job.ro.stop, g.stop_token_ids));
       TextChoice& c = *job.choices.back();

@@ -1,6 +1,38 @@
 #include "server/http_util.h"
 
+#include <cctype>
+
 namespace gossamer::server {
+
+namespace {
+
+// The JSON path a request-parsing message starts with ("messages[0].content: ..." ->
+// "messages[0].content"), or "" when the message does not start with one.
+std::string leading_field_path(const std::string& m) {
+  size_t i = 0;
+  auto ident = [&] {
+    const size_t start = i;
+    while (i < m.size() && (std::isalnum(static_cast<unsigned char>(m[i])) || m[i] == '_')) ++i;
+    return i > start && !std::isdigit(static_cast<unsigned char>(m[start]));
+  };
+  if (!ident()) return "";
+  while (i < m.size() && m[i] != ':') {
+    if (m[i] == '.') {
+      ++i;
+      if (!ident()) return "";
+    } else if (m[i] == '[') {
+      const size_t start = ++i;
+      while (i < m.size() && std::isdigit(static_cast<unsigned char>(m[i]))) ++i;
+      if (i == start || i >= m.size() || m[i] != ']') return "";
+      ++i;
+    } else {
+      return "";
+    }
+  }
+  return i < m.size() ? m.substr(0, i) : "";
+}
+
+}  // namespace
 
 ApiError bad_request(std::string message, std::string param) {
   ApiError e;
@@ -18,6 +50,7 @@ ApiError from_status(const Status& st) {
     case StatusCode::kOutOfRange:
     case StatusCode::kUnsupported:  // a request feature this server does not offer (image parts)
       e.http_status = 400;
+      e.param = leading_field_path(e.message);  // "tools[0].type: ..." names its field
       break;
     case StatusCode::kNotFound:
       e.http_status = 404;
@@ -62,10 +95,12 @@ std::string sse_event(const std::string& name, const json& j) {
 }
 
 bool bearer_matches(std::string_view header, std::string_view key) {
-  constexpr std::string_view kPrefix = "Bearer ";
-  std::string_view given = header.substr(0, kPrefix.size()) == kPrefix
-                               ? header.substr(kPrefix.size())
-                               : std::string_view();
+  constexpr std::string_view kPrefix = "bearer ";  // the scheme is case-insensitive (RFC 7235)
+  bool scheme = header.size() >= kPrefix.size();
+  for (size_t i = 0; scheme && i < kPrefix.size(); ++i) {
+    scheme = std::tolower(static_cast<unsigned char>(header[i])) == kPrefix[i];
+  }
+  std::string_view given = scheme ? header.substr(kPrefix.size()) : std::string_view();
   // Compare every byte of the expected key regardless of where a mismatch is.
   unsigned diff = given.size() == key.size() ? 0u : 1u;
   for (size_t i = 0; i < key.size(); ++i) {
@@ -73,6 +108,28 @@ bool bearer_matches(std::string_view header, std::string_view key) {
     diff |= g ^ static_cast<unsigned char>(key[i]);
   }
   return diff == 0 && !key.empty();
+}
+
+bool json_nesting_exceeds(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
 }
 
 bool valid_utf8(std::string_view s) {

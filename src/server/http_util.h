@@ -22,7 +22,8 @@ struct ApiError {
 };
 
 ApiError bad_request(std::string message, std::string param = "");
-// Maps a Status (InvalidArgument -> 400, ResourceExhausted -> 429, Cancelled -> 503, ...).
+// Maps a Status (InvalidArgument -> 400, ResourceExhausted -> 429, Cancelled -> 503, ...). A 400
+// whose message starts with a field path ("messages[0].role: ...") gets it as `param`.
 ApiError from_status(const Status& st);
 // {"error": {"message", "type", "param", "code"}}
 json error_body(const ApiError& e);
@@ -37,6 +38,12 @@ std::string sse_event(const std::string& name, const json& j);
 
 // Constant-time comparison of the Authorization header with "Bearer <key>".
 bool bearer_matches(std::string_view header, std::string_view key);
+
+// True when JSON text nests arrays / objects deeper than max_depth (brackets inside strings do
+// not count). Checked before parsing: code that walks a parsed request recursively (dump, schema
+// rendering) would overflow the stack on a body nested 100,000 deep.
+inline constexpr int kMaxJsonDepth = 512;
+bool json_nesting_exceeds(std::string_view text, int max_depth = kMaxJsonDepth);
 
 // Checks that a string is valid UTF-8.
 bool valid_utf8(std::string_view s);

@@ -35,10 +35,12 @@ bool get_int(const json& b, const char* key, int64_t lo, int64_t hi, int64_t* v,
     *err = bad_request(std::string("'") + key + "' must be an integer", key);
     return false;
   }
-  const int64_t x = it->get<int64_t>();
-  if (x < lo || x > hi) {
+  // An unsigned value above INT64_MAX would wrap to a negative int64_t: out of range as given.
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX;
+  const int64_t x = too_big ? INT64_MAX : it->get<int64_t>();
+  if (too_big || x < lo || x > hi) {
     *err = bad_request(std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got " + std::to_string(x),
+                           std::to_string(hi) + "], got " + it->dump(),
                        key);
     return false;
   }
@@ -190,7 +192,11 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
       *err = bad_request("'stream_options' must be an object", "stream_options");
       return false;
     }
-    if (!get_bool(*so, "include_usage", &out->include_usage, err)) return false;
+    if (!get_bool(*so, "include_usage", &out->include_usage, err)) {
+      *err = bad_request("'stream_options.include_usage' must be a boolean",
+                         "stream_options.include_usage");
+      return false;
+    }
   }
   return true;
 }

@@ -13,6 +13,13 @@ bool fail(ApiError* err, const std::string& msg, const std::string& param) {
   return false;
 }
 
+// obj["type"] when it is a string, `dflt` when absent or null, "" (never a valid type) otherwise.
+std::string type_of(const json& obj, const char* dflt) {
+  auto t = obj.find("type");
+  if (t == obj.end() || t->is_null()) return dflt;
+  return t->is_string() ? t->get<std::string>() : std::string();
+}
+
 // Text of a message content: a string or an array of {type: input_text|output_text|text, text}.
 bool content_text(const json& c, const std::string& path, std::string* out, ApiError* err) {
   if (c.is_string()) return *out = c.get<std::string>(), true;
@@ -30,10 +37,17 @@ bool content_text(const json& c, const std::string& path, std::string* out, ApiE
 bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
   const std::string path = "input[" + std::to_string(i) + "]";
   if (!it.is_object()) return fail(err, "'" + path + "' must be an object", path);
-  const std::string type = it.value("type", "message");
+  const std::string type = type_of(it, "message");
   if (type == "message") {
     if (!it.contains("role") || !it["role"].is_string()) {
       return fail(err, "'" + path + ".role' must be a string", path + ".role");
+    }
+    const std::string role = it["role"].get<std::string>();
+    if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+      return fail(
+          err,
+          "'" + path + ".role' '" + role + "' is not one of user, assistant, system, developer",
+          path + ".role");
     }
     std::string text;
     if (!content_text(it.value("content", json("")), path + ".content", &text, err)) return false;
@@ -59,6 +73,8 @@ bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
     std::string text;
     if (!content_text(it.value("output", json("")), path + ".output", &text, err)) return false;
     msgs.push_back({{"role", "tool"}, {"tool_call_id", it["call_id"]}, {"content", text}});
+  } else if (type.empty()) {
+    return fail(err, "'" + path + ".type' must be a string", path + ".type");
   } else if (type != "reasoning") {
     return fail(err, "'" + path + ".type' '" + type + "' is not supported", path + ".type");
   }
@@ -71,8 +87,10 @@ bool input_items(const json& b, json* items, ApiError* err) {
   if (in == b.end()) return fail(err, "'input' is required", "input");
   if (in->is_string()) {
     *items = json::array({json{{"type", "message"}, {"role", "user"}, {"content", *in}}});
-  } else if (in->is_array()) {
+  } else if (in->is_array() && !in->empty()) {
     *items = *in;
+  } else if (in->is_array()) {
+    return fail(err, "'input' is an empty array", "input");
   } else {
     return fail(err, "'input' must be a string or an array of items", "input");
   }
@@ -88,7 +106,10 @@ bool text_format(const json& b, json* chat, ApiError* err) {
   auto f = t->find("format");
   if (f == t->end() || f->is_null()) return true;
   if (!f->is_object()) return fail(err, "'text.format' must be an object", "text.format");
-  if (f->value("type", "") != "json_schema") {
+  if (!f->contains("type") || !(*f)["type"].is_string()) {
+    return fail(err, "'text.format.type' must be a string", "text.format.type");
+  }
+  if ((*f)["type"] != "json_schema") {
     (*chat)["response_format"] = *f;
     return true;
   }
@@ -115,27 +136,29 @@ bool to_chat(const json& b, const json& items, size_t offset, json* chat, ApiErr
     json tools = json::array();
     for (size_t i = 0; i < t->size(); ++i) {
       const json& x = (*t)[i];
-      if (!x.is_object() || x.value("type", "") != "function") {
+      if (!x.is_object() || type_of(x, "") != "function") {
         return fail(err, "'tools[" + std::to_string(i) + "]': only function tools are supported",
                     "tools");
       }
       json fn = x;
-      fn.erase("type");
-      fn.erase("strict");
+      fn.erase("type");  // "strict" stays: the chat handler holds strict calls to the schema
       tools.push_back({{"type", "function"}, {"function", fn}});
     }
     (*chat)["tools"] = tools;
   }
   if (auto tc = b.find("tool_choice"); tc != b.end() && !tc->is_null()) {
-    if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("name")) {
+    if (tc->is_object() && type_of(*tc, "") == "function" && tc->contains("name")) {
       (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*tc)["name"]}}}};
     } else {
       (*chat)["tool_choice"] = *tc;
     }
   }
   if (!text_format(b, chat, err)) return false;
-  if (auto r = b.find("reasoning"); r != b.end() && r->is_object() && r->contains("effort")) {
-    (*chat)["reasoning_effort"] = (*r)["effort"];
+  if (auto r = b.find("reasoning"); r != b.end() && !r->is_null()) {
+    if (!r->is_object()) return fail(err, "'reasoning' must be an object", "reasoning");
+    if (r->contains("effort") && !(*r)["effort"].is_null()) {
+      (*chat)["reasoning_effort"] = (*r)["effort"];
+    }
   }
   for (const char* k :
        {"temperature", "top_p", "max_output_tokens", "stream", "seed", "logit_bias"}) {

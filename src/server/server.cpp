@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "harmony/render.h"
 #include "server/handlers.h"
@@ -75,33 +76,42 @@ int64_t unix_now() {
       .count();
 }
 
-bool parse_body(const Ctx& ctx, const httplib::Request& req, json* body, ApiError* err) {
-  if (!valid_utf8(req.body)) {
-    *err = bad_request("the request body is not valid UTF-8");
+namespace {
+
+// The body as a JSON object: UTF-8, nesting depth and JSON syntax checked.
+bool json_object_body(const httplib::Request& req, json* body, ApiError* err) {
+  if (!valid_utf8(req.body))
+    return *err = bad_request("the request body is not valid UTF-8"), false;
+  if (json_nesting_exceeds(req.body)) {
+    *err = bad_request("the request body nests JSON arrays / objects deeper than " +
+                       std::to_string(kMaxJsonDepth) + " levels");
     return false;
   }
   *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body->is_discarded()) {
-    *err = bad_request("the request body is not valid JSON");
-    return false;
-  }
-  if (!body->is_object()) {
-    *err = bad_request("the request body must be a JSON object");
-    return false;
-  }
+  if (body->is_discarded()) return *err = bad_request("the request body is not valid JSON"), false;
+  if (!body->is_object())
+    return *err = bad_request("the request body must be a JSON object"), false;
+  return true;
+}
+
+ApiError model_not_found(const Ctx& ctx, const std::string& id) {
+  return ApiError{
+      404,
+      "The model '" + id + "' does not exist (this server serves '" + ctx.opts.model_name + "')",
+      "invalid_request_error", "model", "model_not_found"};
+}
+
+}  // namespace
+
+bool parse_body(const Ctx& ctx, const httplib::Request& req, json* body, ApiError* err) {
+  if (!json_object_body(req, body, err)) return false;
   auto m = body->find("model");
   if (m == body->end() || !m->is_string()) {
     *err = bad_request("'model' is required and must be a string", "model");
     return false;
   }
   if (m->get<std::string>() != ctx.opts.model_name) {
-    *err = ApiError{404,
-                    "The model '" + m->get<std::string>() +
-                        "' does not exist (this server "
-                        "serves '" +
-                        ctx.opts.model_name + "')",
-                    "invalid_request_error", "model", "model_not_found"};
-    return false;
+    return *err = model_not_found(ctx, m->get<std::string>()), false;
   }
   return true;
 }
@@ -119,29 +129,30 @@ bool needs_auth(const std::string& path) {
          path == "/apply-template";
 }
 
-void handle_models(Ctx& ctx, httplib::Response& res) {
-  json m{{"id", ctx.opts.model_name},
-         {"object", "model"},
-         {"created", unix_now()},
-         {"owned_by", "gossamer"},
-         {"max_model_len", ctx.engine->max_model_len()}};
-  res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+json model_json(const Ctx& ctx) {
+  return json{{"id", ctx.opts.model_name},
+              {"object", "model"},
+              {"created", unix_now()},
+              {"owned_by", "gossamer"},
+              {"max_model_len", ctx.engine->max_model_len()}};
 }
 
-// Parses the body of a utility endpoint (no "model" required).
-bool util_body(const httplib::Request& req, json* body, ApiError* err) {
-  if (!valid_utf8(req.body)) return *err = bad_request("the body is not valid UTF-8"), false;
-  *body = json::parse(req.body, nullptr, false);
-  if (body->is_discarded() || !body->is_object()) {
-    return *err = bad_request("the body must be a JSON object"), false;
-  }
-  return true;
+void handle_models(Ctx& ctx, httplib::Response& res) {
+  json list{{"object", "list"}, {"data", json::array({model_json(ctx)})}};
+  res.set_content(dump(list), "application/json");
+}
+
+// GET /v1/models/{id}: the served model, or 404 model_not_found.
+void handle_model(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (id != ctx.opts.model_name) return send_error(res, model_not_found(ctx, id));
+  res.set_content(dump(model_json(ctx)), "application/json");
 }
 
 void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
   json body;
   ApiError err;
-  if (!util_body(req, &body, &err)) return send_error(res, err);
+  if (!json_object_body(req, &body, &err)) return send_error(res, err);
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     if (!body.contains("model")) body["model"] = ctx.opts.model_name;
@@ -153,7 +164,15 @@ void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& r
     if (it == body.end() || !it->is_string()) {
       return send_error(res, bad_request("'prompt' (string) or 'messages' is required", "prompt"));
     }
-    bool special = body.value("add_special_tokens", false) || body.value("allow_special", false);
+    bool special = false;
+    for (const char* k : {"add_special_tokens", "allow_special"}) {
+      auto f = body.find(k);
+      if (f == body.end() || f->is_null()) continue;
+      if (!f->is_boolean()) {
+        return send_error(res, bad_request(std::string("'") + k + "' must be a boolean", k));
+      }
+      special = special || f->get<bool>();
+    }
     ids = ctx.tok->encode(it->get<std::string>(), special);
   }
   res.set_content(
@@ -165,7 +184,7 @@ void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& r
 void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
   json body;
   ApiError err;
-  if (!util_body(req, &body, &err)) return send_error(res, err);
+  if (!json_object_body(req, &body, &err)) return send_error(res, err);
   auto it = body.find("tokens");
   if (it == body.end() || !it->is_array()) {
     return send_error(res, bad_request("'tokens' must be an array of integers", "tokens"));
@@ -185,7 +204,7 @@ void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response&
 void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
   json body;
   ApiError err;
-  if (!util_body(req, &body, &err)) return send_error(res, err);
+  if (!json_object_body(req, &body, &err)) return send_error(res, err);
   auto p = harmony::render_chat_request(dump(body), *ctx.tok, ctx.opts.render);
   if (!p.ok()) return send_error(res, from_status(p.status()));
   res.set_content(dump(json{{"prompt", p->text}, {"tokens", p->ids}}), "application/json");
@@ -193,10 +212,10 @@ void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Respo
 
 const char* status_message(int status) {
   switch (status) {
+    case 400:  // httplib could not read the request
+      return "malformed HTTP request (a POST needs a Content-Length or a chunked body)";
     case 404:
       return "route not found";
-    case 405:
-      return "method not allowed";
     case 413:
       return "the request body is too large";
     case 414:
@@ -204,6 +223,39 @@ const char* status_message(int status) {
     default:
       return "the request could not be handled";
   }
+}
+
+// The methods a known route accepts ("" for an unknown path: a 404, else a 405).
+std::string allowed_methods(const std::string& path) {
+  static const char* const kPost[] = {"/v1/chat/completions", "/v1/completions",
+                                      "/v1/responses",        "/tokenize",
+                                      "/detokenize",          "/apply-template"};
+  for (const char* p : kPost) {
+    if (path == p) return "POST";
+  }
+  if (path == "/health" || path == "/metrics" || path.rfind("/v1/models", 0) == 0) {
+    return "GET, HEAD";
+  }
+  const std::string resp = "/v1/responses/";
+  if (path.size() > resp.size() && path.rfind(resp, 0) == 0) return "GET, HEAD, DELETE";
+  return "";
+}
+
+// An httplib error (no route, body too large) as an OpenAI error; a known path: 405 + Allow.
+void route_error(const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;
+  const std::string allow = res.status == 404 ? allowed_methods(req.path) : std::string();
+  if (!allow.empty() && allow.find(req.method) == std::string::npos) {
+    res.status = 405;
+    res.set_header("Allow", allow);
+    return send_error(res, ApiError{405,
+                                    "method " + req.method + " is not allowed on " + req.path +
+                                        " (allowed: " + allow + ")",
+                                    "invalid_request_error", "", "method_not_allowed"});
+  }
+  ApiError e{res.status, status_message(res.status),
+             res.status == 404 ? "not_found_error" : "invalid_request_error", "", ""};
+  res.set_content(dump(error_body(e)), "application/json");
 }
 
 void install_routes(Server::Impl& s) {
@@ -219,17 +271,18 @@ void install_routes(Server::Impl& s) {
                              "authentication_error", "", "invalid_api_key"});
     return httplib::Server::HandlerResponse::Handled;
   });
-  h.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    ApiError e{res.status, status_message(res.status),
-               res.status == 404 ? "not_found_error" : "invalid_request_error", "", ""};
-    res.set_content(dump(error_body(e)), "application/json");
-  });
+  h.set_error_handler([](const httplib::Request& q, httplib::Response& r) { route_error(q, r); });
   h.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "internal error";
         try {
           if (ep) std::rethrow_exception(ep);
+        } catch (const json::type_error& e) {
+          // A request field of an unexpected JSON type that a handler read without checking:
+          // the client's error, not the server's.
+          return send_error(res, bad_request(std::string("a request field has the wrong JSON "
+                                                         "type: ") +
+                                             e.what()));
         } catch (const std::exception& e) {
           what = e.what();
         } catch (...) {
@@ -247,6 +300,8 @@ void install_routes(Server::Impl& s) {
   });
   h.Get("/v1/models",
         [&ctx](const httplib::Request&, httplib::Response& res) { handle_models(ctx, res); });
+  h.Get(R"(/v1/models/(.+))",
+        [&ctx](const httplib::Request& q, httplib::Response& r) { handle_model(ctx, q, r); });
   h.Post("/v1/chat/completions",
          [&ctx](const httplib::Request& q, httplib::Response& r) { handle_chat(ctx, q, r); });
   h.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
@@ -278,6 +333,8 @@ Server::Server(Engine* engine, std::shared_ptr<const Tokenizer> tok, ServerOptio
   ctx.engine = engine;
   ctx.tok = std::move(tok);
   ctx.opts = std::move(opts);
+  std::random_device rd;  // ids differ between server runs too (make_id's map is a bijection)
+  ctx.next_id = (static_cast<uint64_t>(rd()) << 32) | rd();
   for (const char* s : {"<|return|>", "<|call|>"}) {
     if (auto id = ctx.tok->special_id(s)) ctx.chat_stop_ids.push_back(*id);
   }

@@ -2,6 +2,7 @@
 // stop-string filtering.
 #include <gtest/gtest.h>
 
+#include "common/test_seed.h"
 #include "server/http_util.h"
 #include "server/params.h"
 #include "server/stop_filter.h"
@@ -40,6 +41,22 @@ TEST(Errors, OpenAiShape) {
   EXPECT_EQ(from_status(Internal("q")).http_status, 500);
 }
 
+TEST(Errors, ParamFromTheMessagesFieldPath) {
+  // Request parsers (harmony's chat request) start messages with the field's JSON path.
+  EXPECT_EQ(from_status(InvalidArgument("messages[0].role: unknown role 'x'")).param,
+            "messages[0].role");
+  EXPECT_EQ(from_status(Unsupported("messages[3].content[12].type: image_url")).param,
+            "messages[3].content[12].type");
+  EXPECT_EQ(from_status(InvalidArgument("tool_choice: 'required' but no tools")).param,
+            "tool_choice");
+  // Not a path: no param.
+  EXPECT_EQ(from_status(InvalidArgument("this model's maximum context length: 9")).param, "");
+  EXPECT_EQ(from_status(InvalidArgument("messages[x]: y")).param, "");
+  EXPECT_EQ(from_status(InvalidArgument("messages")).param, "");
+  EXPECT_EQ(from_status(InvalidArgument("0abc: y")).param, "");
+  EXPECT_EQ(from_status(Internal("engine: failed")).param, "");  // 500s name no field
+}
+
 TEST(Auth, BearerConstantTimeCompare) {
   EXPECT_TRUE(bearer_matches("Bearer sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("Bearer sekreT", "sekret"));
@@ -48,6 +65,21 @@ TEST(Auth, BearerConstantTimeCompare) {
   EXPECT_FALSE(bearer_matches("sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("", "sekret"));
   EXPECT_FALSE(bearer_matches("Bearer ", ""));
+  EXPECT_TRUE(bearer_matches("bearer sekret", "sekret"));  // the scheme is case-insensitive
+  EXPECT_TRUE(bearer_matches("BEARER sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearxr sekret", "sekret"));
+}
+
+TEST(Json, NestingDepthIgnoresBracketsInStrings) {
+  EXPECT_FALSE(json_nesting_exceeds(R"({"a":[1,{"b":[]}]})", 4));
+  EXPECT_TRUE(json_nesting_exceeds(R"({"a":[1,{"b":[]}]})", 3));
+  EXPECT_FALSE(json_nesting_exceeds(R"({"a":"[[[[{{{{\"[[["})", 1));  // inside a string
+  EXPECT_FALSE(json_nesting_exceeds(R"([[]] [[]] [[]])", 2));         // depth, not count
+  const int n = kMaxJsonDepth + 1 + static_cast<int>(testing::fresh_seed("nesting") % 1000);
+  EXPECT_TRUE(json_nesting_exceeds(std::string(n, '[') + std::string(n, ']')));
+  EXPECT_FALSE(
+      json_nesting_exceeds(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')));
 }
 
 TEST(Utf8, Validation) {
@@ -112,6 +144,10 @@ TEST(Params, RejectsWrongTypesAndRanges) {
       {R"({"logit_bias":{"99999999999":1}})", "logit_bias"},
       {R"({"logit_bias":{"7":1,"07":2}})", "logit_bias"},
       {R"({"logit_bias":{"1000":1}})", "logit_bias"},  // vocab 1000 below
+      {R"({"n":18446744073709551615})", "n"},          // above INT64_MAX: not wrapped
+      {R"({"max_tokens":9223372036854775808})", "max_tokens"},
+      {R"({"seed":9223372036854775808})", "seed"},
+      {R"({"stream_options":{"include_usage":1}})", "stream_options.include_usage"},
   };
   for (auto& [body, field] : bad) {
     RequestOptions ro;
@@ -121,6 +157,7 @@ TEST(Params, RejectsWrongTypesAndRanges) {
     EXPECT_EQ(err.http_status, 400);
     EXPECT_EQ(err.param, field) << body;
     EXPECT_NE(err.message.find(field), std::string::npos) << err.message;
+    EXPECT_EQ(err.message.find("got -"), std::string::npos) << err.message;  // no wrapped value
   }
 }
 

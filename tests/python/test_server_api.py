@@ -9,6 +9,7 @@ with independent oracles (the tokenizers library, the SDK's parsing), never with
 import json
 import os
 import pathlib
+import random
 import socket
 import subprocess
 import time
@@ -327,3 +328,103 @@ def test_generation_config_eos_stops(server, cache, tokenizer_json, tmp_path):
     p = subprocess.run([gossamer_bin(), "serve", "--model", str(model), "--port", "0"],
                        capture_output=True, timeout=120)
     assert p.returncode == 1 and b"generation_config.json" in p.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. malformed requests: a 400 (405, 404) naming the field, never a 500 or a hang
+# ------------------------------------------------------------------------------------------------
+def expect_error(server, path, body, status, param, method="POST"):
+    r = requests.request(method, server.base + path, json=body, timeout=30)
+    assert r.status_code == status, (path, body, r.status_code, r.text)
+    err = r.json()["error"]
+    assert set(err) >= {"message", "type", "param", "code"}, err
+    assert err["param"] == param, (body, err)
+    return err
+
+
+def test_wrong_json_types_are_400s_naming_the_field(server, tokenizer_json):
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    print("seed", seed)
+    rng.seed(seed)
+    odd = rng.choice([5, 2.5, True, [1], {"a": 1}])  # anything but a string
+    R, M = "/v1/responses", MODEL
+    cases = [  # these were 500s (an unchecked JSON type read by the handler)
+        (R, {"input": [{"type": odd, "role": "user", "content": "x"}]}, "input[0].type"),
+        (R, {"input": "x", "text": {"format": {"type": odd}}}, "text.format.type"),
+        (R, {"input": "x", "tools": [{"type": odd, "name": "f"}]}, "tools"),
+        (R, {"input": "x", "reasoning": "high"}, "reasoning"),
+        (R, {"input": []}, "input"),
+        (R, {"input": [{"role": "wizard", "content": "x"}]}, "input[0].role"),
+        ("/tokenize", {"prompt": "x", "add_special_tokens": "yes"}, "add_special_tokens"),
+        ("/tokenize", {"prompt": "x", "allow_special": 1}, "allow_special"),
+    ]
+    for path, body, param in cases:
+        expect_error(server, path, dict(body, model=M, max_output_tokens=2), 400, param)
+    # Chat-request errors carry the JSON path of the field as `param`.
+    C = "/v1/chat/completions"
+    i = rng.randrange(1, 5)
+    msgs = [{"role": "user", "content": "x"}] * i + [{"role": "wizard", "content": "x"}]
+    expect_error(server, C, {"model": M, "messages": msgs}, 400, f"messages[{i}].role")
+    img = [{"type": "text", "text": "a"}] * i + [{"type": "image_url", "image_url": {"url": "x"}}]
+    err = expect_error(server, C, {"model": M, "messages": [{"role": "user", "content": img}]},
+                       400, f"messages[0].content[{i}].type")
+    assert "image_url" in err["message"]
+    expect_error(server, C, {"model": M, "messages": []}, 400, "messages")
+    expect_error(server, C, {"model": M, "messages": MSGS, "tool_choice": "required"}, 400,
+                 "tool_choice")
+    # Integers above INT64_MAX are out of range as given, not wrapped to negative values.
+    big = (1 << 63) + rng.randrange(1 << 62)
+    for field in ("n", "max_tokens", "top_logprobs", "seed"):
+        err = expect_error(server, C, {"model": M, "messages": MSGS, field: big}, 400, field)
+        assert str(big) in err["message"], err
+    expect_error(server, C, {"model": M, "messages": MSGS, "stream": True,
+                             "stream_options": {"include_usage": "yes"}}, 400,
+                 "stream_options.include_usage")
+    # Token ids the tokenizer does not know (the demo model's 201088 rows pad the vocabulary)
+    # have no text: they were accepted, and echo returned an empty prompt.
+    from tokenizers import Tokenizer
+    vocab = Tokenizer.from_file(str(tokenizer_json)).get_vocab_size()
+    bad_id = vocab + rng.randrange(max(1, 201088 - vocab))
+    err = expect_error(server, "/v1/completions",
+                       {"model": M, "prompt": [1, bad_id], "max_tokens": 1}, 400, "prompt")
+    assert str(bad_id) in err["message"]
+
+
+def test_max_tokens_near_int64_max_is_rejected_at_once(server):
+    # prompt + max_tokens overflowed int64 in the scheduler's context check: the request was
+    # admitted and generated until the request timeout.
+    huge = (1 << 63) - 1 - random.randrange(64)
+    for path, body, field in [
+        ("/v1/chat/completions", {"messages": MSGS, "max_tokens": huge}, "max_tokens"),
+        ("/v1/chat/completions", {"messages": MSGS, "max_completion_tokens": huge}, "max_tokens"),
+        ("/v1/completions", {"prompt": "hi", "max_tokens": huge}, "max_tokens"),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": huge}, "max_tokens"),
+    ]:
+        t0 = time.time()
+        err = expect_error(server, path, dict(body, model=MODEL), 400, field)
+        assert "maximum context length" in err["message"] and time.time() - t0 < 10
+    m = metrics(server)
+    assert m["gossamer_num_requests_running"] == 0 and m["gossamer_num_requests_waiting"] == 0
+    # Too long a prompt names the prompt.
+    expect_error(server, "/v1/completions",
+                 {"model": MODEL, "prompt": [1] * 2100, "max_tokens": 1}, 400, "prompt")
+
+
+def test_methods_routes_and_model_retrieve(server, client):
+    for method, path, allow in [("GET", "/v1/chat/completions", "POST"),
+                                ("PUT", "/v1/completions", "POST"),
+                                ("DELETE", "/v1/responses", "POST"),
+                                ("POST", "/v1/models", "GET, HEAD"),
+                                ("POST", "/health", "GET, HEAD")]:
+        r = requests.request(method, server.base + path, data=b"{}", timeout=10)
+        assert r.status_code == 405, (method, path, r.status_code, r.text)
+        assert r.headers["Allow"] == allow
+        assert r.json()["error"]["code"] == "method_not_allowed"
+    r = requests.get(server.base + "/v1/no/such/route", timeout=10)
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    m = client.models.retrieve(MODEL)
+    assert m.id == MODEL and m.object == "model"
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("no-such-model")
+    assert e.value.body["code"] == "model_not_found"
