@@ -101,6 +101,10 @@ Status parse_tool(const Json& tool, const std::string& p, ChatRequest& out) {
       return wrong_type(p + ".function.parameters", "a JSON schema object", *params);
     ft.parameters = *params;
   }
+  if (auto st = fn->find("strict"); st != fn->end() && !st->is_null()) {
+    if (!st->is_boolean()) return wrong_type(p + ".function.strict", "a boolean", *st);
+    ft.strict = st->get<bool>();
+  }
   out.tools.push_back(std::move(ft));
   return Status::Ok();
 }

@@ -44,6 +44,7 @@ struct FunctionTool {
   std::string name;
   std::string description;                           // "" when absent
   std::optional<nlohmann::ordered_json> parameters;  // a JSON object when present
+  bool strict = false;  // the server holds the call's arguments to `parameters`
 };
 
 enum class ToolChoiceMode { kAuto, kNone, kRequired, kNamed };

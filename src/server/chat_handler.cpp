@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "harmony/render.h"
+#include "server/chat_constraints.h"
 #include "server/handlers.h"
 
 namespace gossamer::server {
@@ -9,78 +10,6 @@ namespace gossamer::server {
 namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(20);
-
-// Tokens appended after "<|start|>assistant" to force a tool call (tool_choice required or a
-// named function): the header of a commentary message addressed to functions.NAME. With
-// "required" and several tools the header stops after "functions." and a ToolNameConstraint
-// lets the model write only one of the names (then closes the header).
-struct Steering {
-  std::vector<int32_t> ids;
-  std::shared_ptr<TokenConstraint> constraint;
-};
-
-Result<Steering> steering(Ctx& ctx, const harmony::ChatRequest& req, harmony::RenderedPrompt p) {
-  const Tokenizer& tok = *ctx.tok;
-  Steering s;
-  if (!p.tool_call_required) return s;
-  if (p.required_tool.empty() && req.tools.size() == 1) p.required_tool = req.tools[0].name;
-  auto special = [&](const char* name) -> Result<int32_t> {
-    auto id = tok.special_id(name);
-    if (!id) return Internal(std::string("tokenizer lacks ") + name);
-    return *id;
-  };
-  GS_ASSIGN_OR_RETURN(int32_t channel, special("<|channel|>"));
-  s.ids.push_back(channel);
-  if (p.required_tool.empty()) {
-    auto t = tok.encode("commentary to=functions.");
-    s.ids.insert(s.ids.end(), t.begin(), t.end());
-    std::vector<std::string> names;
-    for (const auto& tool : req.tools) names.push_back(tool.name);
-    GS_ASSIGN_OR_RETURN(auto pieces, token_pieces(ctx));
-    GS_ASSIGN_OR_RETURN(s.constraint, ToolNameConstraint::create(tok, pieces, names));
-    return s;
-  }
-  auto t = tok.encode("commentary to=functions." + p.required_tool + " ");
-  s.ids.insert(s.ids.end(), t.begin(), t.end());
-  GS_ASSIGN_OR_RETURN(int32_t constrain, special("<|constrain|>"));
-  s.ids.push_back(constrain);
-  auto j = tok.encode("json");
-  s.ids.insert(s.ids.end(), j.begin(), j.end());
-  GS_ASSIGN_OR_RETURN(int32_t message, special("<|message|>"));
-  s.ids.push_back(message);
-  return s;
-}
-
-// response_format json_object / json_schema: the compiled schema (shared by the choices; each
-// choice gets its own JsonConstraint, which keeps the parse of its tokens). Not applied when a
-// tool call is forced (the output is then the call, steered by `steering`).
-struct Structured {
-  std::shared_ptr<const CompiledJsonSchema> schema;  // null: plain text
-  bool force_final = false;                          // no tools: the final channel follows <|end|>
-};
-
-Result<Structured> structured_output(const harmony::ChatRequest& req,
-                                     const harmony::RenderedPrompt& p) {
-  using Kind = harmony::ResponseFormat::Kind;
-  const harmony::ResponseFormat& f = req.response_format;
-  Structured s;
-  if (f.kind == Kind::kText || p.tool_call_required) return s;
-  const json any = true;
-  const json* schema = f.kind == Kind::kJsonObject ? nullptr : f.schema ? &*f.schema : &any;
-  GS_ASSIGN_OR_RETURN(s.schema, compile_json_schema(schema));
-  s.force_final = !req.tools_visible();
-  return s;
-}
-
-Result<std::shared_ptr<TokenConstraint>> json_constraint(Ctx& ctx, const Structured& s) {
-  GS_ASSIGN_OR_RETURN(auto pieces, token_pieces(ctx));
-  GS_ASSIGN_OR_RETURN(auto trie, token_trie(ctx));
-  JsonConstraintOptions o;
-  o.compiled = s.schema;
-  o.force_final_after_end = s.force_final;
-  GS_ASSIGN_OR_RETURN(auto c, JsonConstraint::create(*ctx.tok, pieces, trie, o));
-  return std::shared_ptr<TokenConstraint>(std::move(c));
-}
 
 json delta_json(const Delta& d) {
   json j;
@@ -311,16 +240,10 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   Result<harmony::RenderedPrompt> prompt =
       harmony::render_chat_request(*creq, *ctx.tok, ctx.opts.render);
   if (!prompt.ok()) return *err = from_status(prompt.status()), false;
-  Result<Steering> steer = steering(ctx, *creq, *prompt);
-  if (!steer.ok()) return *err = from_status(steer.status()), false;
-  Result<Structured> structured = structured_output(*creq, *prompt);
-  if (!structured.ok()) {
-    *err = from_status(structured.status());
-    err->param = "response_format";
-    return false;
-  }
+  ChatConstraints cons;
+  if (!chat_constraints(ctx, *creq, *prompt, &cons, err)) return false;
   std::vector<int32_t> ids = prompt->ids;
-  ids.insert(ids.end(), steer->ids.begin(), steer->ids.end());
+  ids.insert(ids.end(), cons.steer_ids.begin(), cons.steer_ids.end());
   const int64_t room = ctx.engine->max_model_len() - static_cast<int64_t>(ids.size());
   if (room < 1) {
     *err = bad_request("this model's maximum context length is " +
@@ -333,7 +256,6 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
       ctx.opts.default_max_tokens > 0 ? std::min(room, ctx.opts.default_max_tokens) : room;
   if (!parse_request_options(body, ep, dflt, &job->ro, err, ctx.tok->vocab_size())) return false;
   if (!job->ro.ignore_eos) job->ro.gen.stop_token_ids = ctx.chat_stop_ids;
-  job->ro.gen.constraint = steer->constraint;  // stateless: shared by the n choices
   job->ro.gen.timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.opts.request_timeout);
   job->id = make_id(ctx, "chatcmpl-");
@@ -341,11 +263,9 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
   for (int64_t i = 0; i < job->ro.n; ++i) {
     GenerationParams g = job->ro.gen;
     if (g.seed) g.seed = *g.seed + static_cast<uint64_t>(i);
-    if (structured->schema) {
-      Result<std::shared_ptr<TokenConstraint>> c = json_constraint(ctx, *structured);
-      if (!c.ok()) return *err = from_status(c.status()), false;
-      g.constraint = *c;
-    }
+    Result<std::shared_ptr<TokenConstraint>> c = make_constraint(ctx, cons);  // one per choice
+    if (!c.ok()) return *err = from_status(c.status()), false;
+    g.constraint = *c;
     auto parser = harmony::StreamingParser::create(ctx.tok);
     if (!parser.ok()) return *err = from_status(parser.status()), false;
     auto stream = ctx.engine->submit(ids, g);
@@ -358,7 +278,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
         std::make_unique<ChatChoice>(*stream, std::move(parser).value(), job->ro.stop));
     job->choices.back()->set_silent_stop_ids(ctx.chat_silent_stop_ids);
     job->prefill_deltas.emplace_back();
-    job->choices.back()->prefill(steer->ids, &job->prefill_deltas.back());
+    job->choices.back()->prefill(cons.steer_ids, &job->prefill_deltas.back());
   }
   return true;
 }

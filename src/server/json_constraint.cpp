@@ -23,17 +23,39 @@ std::string channel_of(const std::string& header) {
   return header.substr(at + kTag.size(), end - at - kTag.size());
 }
 
+// The recipient named in a harmony header: the word after "to=" ("functions.f" in
+// "<|channel|>commentary to=functions.f <|constrain|>json").
+std::string recipient_of(const std::string& header) {
+  const size_t at = header.find("to=");
+  if (at == std::string::npos) return "";
+  size_t end = at + 3;
+  while (end < header.size() && header.compare(end, 2, "<|") != 0 &&
+         !std::isspace(static_cast<unsigned char>(header[end]))) {
+    ++end;
+  }
+  return header.substr(at + 3, end - at - 3);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
     const Tokenizer& tok, std::shared_ptr<const TokenPieceIndex> pieces,
     std::shared_ptr<const TokenTrie> trie, const JsonConstraintOptions& options) {
   if (!pieces || !trie) return Internal("json constraint: no token index");
-  std::shared_ptr<const CompiledJsonSchema> schema = options.compiled;
-  if (!schema) {
-    GS_ASSIGN_OR_RETURN(schema, compile_json_schema(options.schema));
+  auto c = std::shared_ptr<JsonConstraint>(new JsonConstraint());
+  if (options.constrain_final) {
+    std::shared_ptr<const CompiledJsonSchema> schema = options.compiled;
+    if (!schema) {
+      GS_ASSIGN_OR_RETURN(schema, compile_json_schema(options.schema));
+    }
+    c->matchers_.emplace_back(std::move(schema));
   }
-  auto c = std::shared_ptr<JsonConstraint>(new JsonConstraint(std::move(schema)));
+  c->first_tool_ = static_cast<int>(c->matchers_.size());
+  for (const ToolArgsSchema& t : options.tools) {
+    if (!t.schema) return Internal("json constraint: tool " + t.name + " has no schema");
+    c->matchers_.emplace_back(t.schema);
+    c->names_.push_back("functions." + t.name);
+  }
   auto special = [&](const char* s, int32_t* id) -> Status {
     auto v = tok.special_id(s);
     if (!v) return Internal(std::string("tokenizer lacks ") + s);
@@ -56,7 +78,8 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
   c->pieces_ = std::move(pieces);
   c->trie_ = std::move(trie);
   c->force_ = options.force_final_after_end;
-  c->start_in_body_ = options.start_in_body;
+  c->start_in_body_ = options.start_in_body && options.constrain_final;
+  c->prefix_ = options.prefix;
   c->restart();
   return c;
 }
@@ -64,10 +87,22 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
 void JsonConstraint::restart() {
   seen_.clear();
   in_body_ = start_in_body_;
+  target_ = start_in_body_ ? 0 : -1;
   in_message_ = false;
   header_.clear();
   forced_pos_ = -1;
-  matcher_.reset();
+  if (target_ >= 0) matchers_[0].reset();
+  for (int32_t id : prefix_) consume(id);
+}
+
+int JsonConstraint::body_target() const {
+  if (first_tool_ > 0 && channel_of(header_) == "final") return 0;
+  const std::string to = recipient_of(header_);
+  if (to.empty()) return -1;
+  for (size_t k = 0; k < names_.size(); ++k) {
+    if (names_[k] == to) return first_tool_ + static_cast<int>(k);
+  }
+  return -1;
 }
 
 void JsonConstraint::consume(int32_t id) {
@@ -78,7 +113,8 @@ void JsonConstraint::consume(int32_t id) {
   const std::string* bytes = pieces_->bytes(id);
   if (in_body_) {
     if (bytes != nullptr) {
-      matcher_.feed(*bytes);  // a rejected byte breaks the matcher: allowed() ends the body
+      // A rejected byte breaks the matcher: allowed() ends the body.
+      matchers_[static_cast<size_t>(target_)].feed(*bytes);
       return;
     }
     in_body_ = false;  // a special token ends the message
@@ -88,9 +124,10 @@ void JsonConstraint::consume(int32_t id) {
     in_message_ = false;
   } else if (id == message_) {
     in_message_ = true;
-    if (channel_of(header_) == "final") {
+    target_ = body_target();
+    if (target_ >= 0) {
       in_body_ = true;
-      matcher_.reset();
+      matchers_[static_cast<size_t>(target_)].reset();
     }
     header_.clear();
   } else if (id == end_ || id == return_ || id == call_) {
@@ -113,12 +150,13 @@ std::optional<std::vector<int32_t>> JsonConstraint::allowed(std::span<const int3
     seen_.push_back(generated[k]);
   }
   if (in_body_) {
+    JsonMatcher& m = matchers_[static_cast<size_t>(target_)];
     std::vector<int32_t> out;
-    matcher_.collect(*trie_, &out);
+    m.collect(*trie_, &out);
     // Empty: no token continues the body. A pruned schema never gets here unless the sampler
     // ignored an earlier allowed set (the matcher is broken); ending the message is then the
     // only way out.
-    if (out.empty() || matcher_.can_end()) out.push_back(return_);
+    if (out.empty() || m.can_end()) out.push_back(target_ < first_tool_ ? return_ : call_);
     return out;
   }
   if (forced_pos_ >= 0) return std::vector<int32_t>{forced_[static_cast<size_t>(forced_pos_)]};

@@ -10,6 +10,9 @@
 //   tokens that keep the body a prefix of a document the schema accepts (json_schema.h lists
 //   the enforced keywords); json_object mode: any JSON object. Once the top-level value is
 //   complete only <|return|> is allowed (also beside more digits of a top-level number).
+// - Tool calls: the body of a message whose header names the recipient "functions.NAME" of a
+//   tool in `tools` is held to that tool's parameters schema, and once the arguments are
+//   complete only <|call|> is allowed (strict tools, and calls forced by tool_choice).
 // - The allowed ids come from a depth-first walk of the token trie (json_matcher.h), unsorted.
 #pragma once
 
@@ -29,13 +32,27 @@
 
 namespace gossamer::server {
 
+// A tool whose call arguments are held to its parameters schema.
+struct ToolArgsSchema {
+  std::string name;  // the recipient is "functions." + name
+  std::shared_ptr<const CompiledJsonSchema> schema;
+};
+
 struct JsonConstraintOptions {
-  const json* schema = nullptr;  // nullptr (and no `compiled`): json_object mode
+  // The final body: held to `compiled` (or `schema`; nullptr: json_object mode) when
+  // `constrain_final`, free otherwise.
+  bool constrain_final = true;
+  const json* schema = nullptr;
   // compile_json_schema(schema) done once per request; wins over `schema` when set.
   std::shared_ptr<const CompiledJsonSchema> compiled;
+  std::vector<ToolArgsSchema> tools;
   bool force_final_after_end = false;
-  // The prompt already ends inside a final body ("...<|channel|>final<|message|>" appended by
-  // the server): the first generated token is JSON.
+  // The prompt's tail after "<|start|>assistant" (the server's tool-call steering), read
+  // before the generated tokens: "...to=functions.NAME <|constrain|>json<|message|>" makes the
+  // first generated token part of NAME's arguments.
+  std::vector<int32_t> prefix;
+  // The prompt already ends inside a final body ("...<|channel|>final<|message|>"): the first
+  // generated token is JSON.
   bool start_in_body = false;
 };
 
@@ -55,26 +72,51 @@ class JsonConstraint : public TokenConstraint {
 
   const std::vector<int32_t>& forced_header() const { return forced_; }
   int32_t return_token() const { return return_; }
+  int32_t call_token() const { return call_; }
 
  private:
-  explicit JsonConstraint(std::shared_ptr<const CompiledJsonSchema> schema)
-      : matcher_(std::move(schema)) {}
+  JsonConstraint() = default;
   void restart();
   void consume(int32_t id);
+  int body_target() const;  // matchers_ index for the message that starts now, -1: free
 
   std::shared_ptr<const TokenPieceIndex> pieces_;
   std::shared_ptr<const TokenTrie> trie_;
-  JsonMatcher matcher_;
+  // [0]: the final body (absent when it is free); then one per tool of `names_`.
+  std::vector<JsonMatcher> matchers_;
+  std::vector<std::string> names_;  // "functions.NAME" of matchers_[first_tool_ + k]
+  int first_tool_ = 0;
+  std::vector<int32_t> prefix_;
+  int target_ = -1;  // matchers_ index of the body being written
   int32_t start_ = -1, end_ = -1, message_ = -1, channel_ = -1, return_ = -1, call_ = -1;
   std::vector<int32_t> forced_;  // <|start|>assistant<|channel|>final<|message|>
   bool force_ = false;
   bool start_in_body_ = false;
 
   std::vector<int32_t> seen_;  // the tokens consumed so far
-  bool in_body_ = false;       // inside a final-channel message body
+  bool in_body_ = false;       // inside a constrained message body (matchers_[target_])
   bool in_message_ = false;    // inside another message's body
   std::string header_;         // header text since the last <|start|> / message end
   int forced_pos_ = -1;        // next index into forced_, -1: not forcing
+};
+
+// The first of several constraints that restricts the next token (ToolNameConstraint, then a
+// JsonConstraint holding the chosen tool's arguments). Each part reads every generated token.
+class FirstOfConstraint : public TokenConstraint {
+ public:
+  explicit FirstOfConstraint(std::vector<std::shared_ptr<TokenConstraint>> parts)
+      : parts_(std::move(parts)) {}
+  std::optional<std::vector<int32_t>> allowed(std::span<const int32_t> generated) override {
+    std::optional<std::vector<int32_t>> out;
+    for (auto& p : parts_) {
+      auto a = p->allowed(generated);  // every part sees every call (they parse incrementally)
+      if (a && !out) out = std::move(a);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::shared_ptr<TokenConstraint>> parts_;
 };
 
 }  // namespace gossamer::server

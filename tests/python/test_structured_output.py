@@ -1,4 +1,5 @@
-"""Structured output (`response_format`) end to end against `gossamer serve` with the demo model.
+"""Structured output (`response_format`, strict / forced tool arguments) end to end against
+`gossamer serve` with the demo model.
 
 The demo model's weights are random, so it would never leave its analysis message by itself; a
 logit_bias of +100 on <|end|> makes it end that message at once. From there the server's
@@ -100,3 +101,50 @@ def test_bad_schemas_are_400s(client):
     with pytest.raises(openai.BadRequestError) as e:
         ask(client, {"type": "yaml"}, 0)
     assert "response_format.type" in str(e.value)
+
+
+def tools_for(schemas, strict):
+    return [{"type": "function", "function": {"name": f"tool_{i}", "parameters": s,
+                                              "strict": strict}}
+            for i, s in enumerate(schemas)]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_forced_tool_arguments_validate(client, strict):
+    """A forced call (named, or required with several tools) writes arguments its schema
+    accepts, whether or not the tool is strict."""
+    objects = [SCHEMAS[0], SCHEMAS[1]]
+    tools = tools_for(objects, strict)
+    done = 0
+    for seed in range(8):
+        choice = "required" if seed % 2 else {"type": "function", "function": {"name": "tool_1"}}
+        r = ask(client, None, seed, tools=tools, tool_choice=choice)
+        c = r.choices[0]
+        call = c.message.tool_calls[0]
+        if c.finish_reason == "length":
+            continue
+        assert c.finish_reason == "tool_calls", c
+        i = int(call.function.name.removeprefix("tool_"))
+        jsonschema.validate(json.loads(call.function.arguments), objects[i])
+        done += 1
+    assert done >= 5, "most random calls should finish within 200 tokens"
+
+
+def test_strict_tool_schema_errors_and_responses(client):
+    bad = {"type": "object", "properties": {"a": {"not": {"type": "null"}}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        ask(client, None, 0, tools=tools_for([SCHEMAS[0], bad], True))
+    assert "tools[1].function.parameters" in str(e.value) and "/properties/a" in str(e.value)
+    # Not strict: the same schema is accepted (a forced call falls back to any JSON object).
+    r = ask(client, None, 0, tools=tools_for([bad], False), tool_choice="required")
+    if r.choices[0].finish_reason == "tool_calls":
+        assert isinstance(json.loads(r.choices[0].message.tool_calls[0].function.arguments), dict)
+    # Responses API: strict function tools keep their flag.
+    r = client.responses.create(
+        model=MODEL, input="Call it.", max_output_tokens=200, temperature=1,
+        tool_choice="required", extra_body={"logit_bias": SHORT, "seed": 3},
+        tools=[{"type": "function", "name": "nums", "parameters": SCHEMAS[1], "strict": True}])
+    fc = [o for o in r.output if o.type == "function_call"]
+    assert fc and fc[0].name == "nums"
+    if r.status == "completed":
+        jsonschema.validate(json.loads(fc[0].arguments), SCHEMAS[1])
