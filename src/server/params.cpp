@@ -148,6 +148,34 @@ bool get_logit_bias(const json& b, int64_t vocab, GenerationParams* g, ApiError*
 
 }  // namespace
 
+// Legacy-completions fields with no equivalent here: a non-empty `suffix` (insert mode) and
+// `best_of` above n (ranking extra completions) are 400s rather than silently ignored; `best_of`
+// below n is a 400 as with OpenAI, equal to n (or null) means n.
+bool completions_extras(const json& b, int64_t n, ApiError* err) {
+  if (auto s = b.find("suffix"); s != b.end() && !s->is_null()) {
+    if (!s->is_string()) return *err = bad_request("'suffix' must be a string", "suffix"), false;
+    if (!s->get_ref<const std::string&>().empty()) {
+      *err = bad_request("'suffix' (insert mode) is not supported for gpt-oss", "suffix");
+      return false;
+    }
+  }
+  int64_t best_of = n;
+  if (!get_int(b, "best_of", 1, 16, &best_of, nullptr, err)) return false;
+  if (best_of < n) {
+    *err = bad_request(
+        "'best_of' (" + std::to_string(best_of) + ") must be >= 'n' (" + std::to_string(n) + ")",
+        "best_of");
+    return false;
+  }
+  if (best_of > n) {
+    *err = bad_request("'best_of' > 'n' is not supported (completions are not ranked); " +
+                           std::string("ask for n completions instead"),
+                       "best_of");
+    return false;
+  }
+  return true;
+}
+
 bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_tokens,
                            RequestOptions* out, ApiError* err, int64_t vocab) {
   GenerationParams& g = out->gen;
@@ -184,6 +212,7 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
   }
   if (ep != Endpoint::kResponses && !get_stop(b, &out->stop, err)) return false;
   if (!get_int(b, "n", 1, 16, &out->n, nullptr, err)) return false;
+  if (ep == Endpoint::kCompletions && !completions_extras(b, out->n, err)) return false;
   if (!get_bool(b, "stream", &out->stream, err)) return false;
   if (!get_bool(b, "ignore_eos", &out->ignore_eos, err)) return false;
   auto so = b.find("stream_options");

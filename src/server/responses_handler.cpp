@@ -206,9 +206,9 @@ class ResponseBuilder {
     }
   }
   json finish(const ChatJob& job, std::string* sse) {
-    close(sse);
     const ChatChoice& c = *job.choices[0];
     const bool incomplete = c.finish_reason() == "length";
+    close(sse, incomplete ? "incomplete" : "completed");  // the item the budget cut off
     json r = snapshot(incomplete ? "incomplete" : "completed");
     if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
     json u = chat_usage(job);
@@ -222,7 +222,7 @@ class ResponseBuilder {
   }
   // The response failed (timeout, backend error): an "error" event, then response.failed.
   void fail(const ApiError& e, std::string* sse) {
-    close(sse);
+    close(sse, "incomplete");
     event(sse, "error",
           {{"code", e.code.empty() ? e.type : e.code}, {"message", e.message}, {"param", nullptr}});
     json r = snapshot("failed");
@@ -281,11 +281,11 @@ class ResponseBuilder {
              {"part", item["content"][0]}});
     }
   }
-  void close(std::string* sse) {
+  void close(std::string* sse, const char* status = "completed") {
     if (open_ < 0) return;
     json& item = output_[open_];
     const std::string kind = item["type"];
-    if (item.contains("status")) item["status"] = "completed";
+    if (item.contains("status")) item["status"] = status;
     if (kind == "message") {
       event(sse, "response.output_text.done",
             {{"item_id", item["id"]},

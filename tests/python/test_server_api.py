@@ -428,3 +428,30 @@ def test_methods_routes_and_model_retrieve(server, client):
     with pytest.raises(openai.NotFoundError) as e:
         client.models.retrieve("no-such-model")
     assert e.value.body["code"] == "model_not_found"
+
+
+def test_completions_suffix_best_of_and_incomplete_items(server, client):
+    """Legacy fields with no equivalent are 400s, not silently ignored; a Responses output item
+    cut off by the token budget is `incomplete`, as its response is."""
+    n = random.randrange(1, 4)
+    P = "/v1/completions"
+    base = {"model": MODEL, "prompt": "Hi", "max_tokens": 2, "n": n}
+    err = expect_error(server, P, dict(base, suffix=" the end"), 400, "suffix")
+    assert "insert" in err["message"]
+    expect_error(server, P, dict(base, suffix=3), 400, "suffix")
+    expect_error(server, P, dict(base, best_of=n + 1), 400, "best_of")
+    if n > 1:
+        expect_error(server, P, dict(base, best_of=n - 1), 400, "best_of")
+    r = client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, n=n, best_of=n,
+                                  suffix="")
+    assert len(r.choices) == n
+    # A forced call whose arguments need more than two tokens ({"q": "..."}): the call item is
+    # cut off by the budget.
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+              "additionalProperties": False}
+    r = client.responses.create(model=MODEL, input="Hi", max_output_tokens=2,
+                                tool_choice="required",
+                                tools=[{"type": "function", "name": "f", "parameters": schema}])
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].status == "incomplete", r.output
