@@ -115,18 +115,21 @@ SamplingDistribution filtered(const std::vector<double>& z, const GenerationPara
     d.probs = {1.0};
     return d;
   }
+  // (z - max) / T <= 0: no overflow to +inf (and NaN probabilities) at a tiny T such as 1e-320.
+  const double zmax = *std::max_element(z.begin(), z.end());
   std::vector<double> scaled(z.size());
-  for (size_t i = 0; i < z.size(); ++i) scaled[i] = z[i] / p.temperature;
+  for (size_t i = 0; i < z.size(); ++i) scaled[i] = (z[i] - zmax) / p.temperature;
   std::vector<double> prob = log_softmax(scaled);
   for (double& v : prob) v = std::exp(v);
   std::vector<int32_t> idx(z.size());
   std::iota(idx.begin(), idx.end(), 0);
   size_t keep = idx.size();
   if (p.top_k > 0) keep = std::min(keep, static_cast<size_t>(p.top_k));
-  // Descending probability, ties to the lower id: a total order, so results are reproducible.
-  std::partial_sort(
-      idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(),
-      [&](int32_t a, int32_t b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+  // Descending z, ties to the lower id: a total order, so results are reproducible. Ordering by z
+  // rather than by prob keeps the order when exp() rounds distinct logits to equal probabilities
+  // (underflow to 0 at small T or |z| ~ 1e4, or a huge T); the GPU orders by the same key.
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(keep), idx.end(),
+                    [&](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
   double mass = 0;
   for (size_t i = 0; i < keep; ++i) mass += prob[idx[i]];
   if (p.top_p < 1) {
@@ -166,6 +169,17 @@ double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);  // 2^-53
 }
 
+int32_t draw_token(const SamplingDistribution& d, double u) {
+  size_t last = 0;  // the last survivor with a positive probability
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (!(d.probs[i] > 0)) continue;  // masked (-inf) or underflowed: never drawn
+    last = i;
+    u -= d.probs[i];
+    if (u < 0) return d.ids[i];
+  }
+  return d.ids[last];  // rounding left u past the last cumulative sum (u close to 1)
+}
+
 Result<SamplingDistribution> sampling_distribution(std::span<const float> logits,
                                                    const GenerationParams& p,
                                                    std::span<const int32_t> generated) {
@@ -178,19 +192,7 @@ Result<SampledToken> sample_token(std::span<const float> logits, const Generatio
   GS_ASSIGN_OR_RETURN(std::vector<double> z, penalised(logits, p, generated));
   const SamplingDistribution d = filtered(z, p);
   SampledToken out;
-  out.token = d.ids.back();
-  if (d.ids.size() > 1) {
-    double u = uniform01(rng);
-    for (size_t i = 0; i < d.ids.size(); ++i) {
-      u -= d.probs[i];
-      if (u < 0) {
-        out.token = d.ids[i];
-        break;
-      }
-    }
-  } else {
-    out.token = d.ids[0];
-  }
+  out.token = d.ids.size() > 1 ? draw_token(d, uniform01(rng)) : d.ids[0];
   const std::vector<double> lp = log_softmax(z);
   out.logprob = static_cast<float>(lp[static_cast<size_t>(out.token)]);
   if (p.logprobs && p.top_logprobs > 0) {

@@ -9,9 +9,10 @@
 //                                                        + frequency * count[t]
 //  2. logprobs reported to clients: log_softmax(z) (after penalties, before temperature/filters)
 //  3. temperature == 0: greedy argmax of z (ties: lowest id)
-//     otherwise p = softmax(z / temperature), then keep the top_k most likely (0 = all), then the
-//     smallest prefix whose renormalised mass reaches top_p, then those with p >= min_p * max p;
-//     draw from the renormalised survivors.
+//     otherwise p = softmax((z - max z) / temperature), then keep the top_k most likely (0 =
+//     all), then the smallest prefix whose renormalised mass reaches top_p, then those with
+//     p >= min_p * max p (transformers' order; ties to the lower id); draw from the
+//     renormalised survivors.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,10 @@ Status check_sampling_params(const GenerationParams& p);
 std::mt19937_64 make_request_rng(std::optional<uint64_t> seed);
 
 // The candidate tokens and their renormalised probabilities after steps 1 and 3 (descending
-// probability; a single token with probability 1 for greedy). Exposed for tests and debugging.
+// penalised logit z, ties to the lower id, so descending probability; a single token with
+// probability 1 for greedy). Every filter cuts this order, so top_k keeps exactly k ids even
+// when the k-th is tied. Survivors may have probability 0 (-inf logits when nothing else cuts
+// them, or exp underflow). Exposed for tests and debugging.
 struct SamplingDistribution {
   std::vector<int32_t> ids;
   std::vector<double> probs;
@@ -41,6 +45,11 @@ struct SamplingDistribution {
 Result<SamplingDistribution> sampling_distribution(std::span<const float> logits,
                                                    const GenerationParams& p,
                                                    std::span<const int32_t> generated);
+
+// The survivor of `d` whose cumulative interval (in d's order) holds u in [0, 1): the draw of
+// sample_token. Ids of probability 0 (-inf logits, underflow) are never returned, even when
+// rounding leaves the probabilities' running sum below u. `d` must not be empty.
+int32_t draw_token(const SamplingDistribution& d, double u);
 
 // Samples one token. Errors: empty logits, NaN logits, parameters out of range (named).
 // top_logprobs alternatives are filled when p.logprobs is set.

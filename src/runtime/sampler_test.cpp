@@ -212,5 +212,60 @@ TEST(Sampler, NonFiniteRowsAreErrors) {
   EXPECT_FLOAT_EQ(t->logprob, 0.f);
 }
 
+// Filters cut the order of z (ties to the lower id), not of the rounded probabilities. At
+// T = 1e30 every probability rounds to 1/4; at T = 0.3 ids 1 and 3 both underflow to 0.
+TEST(Sampler, FiltersOrderByLogitNotRoundedProbability) {
+  auto p = params(1e30);
+  p.top_k = 2;
+  const std::vector<float> flat{-5.f, 1.f, 3.f, 2.f};
+  expect_dist(*sampling_distribution(flat, p, {}), {2, 3}, {0.5, 0.5});
+  p = params(0.3);
+  p.top_k = 3;  // z / T: 33333.3, -33333.3, 33331.7, -33300: ids 0, 2, then 3 (not 1)
+  const std::vector<float> huge{1e4f, -1e4f, 9999.5f, -9990.f};
+  const double p2 = 1 / (1 + std::exp(0.5 / 0.3));
+  expect_dist(*sampling_distribution(huge, p, {}), {0, 2, 3}, {1 - p2, p2, 0.0});
+}
+
+// A tiny temperature is greedy in the limit: z / T would overflow to +inf (NaN probabilities,
+// and the least likely id drawn); the sampler divides z - max z.
+TEST(Sampler, TinyTemperatureIsGreedy) {
+  const std::vector<float> lg{1.f, 3.f, 2.f, -INFINITY};
+  auto p = params(1e-320);
+  expect_dist(*sampling_distribution(lg, p, {}), {1, 2, 0, 3}, {1.0, 0.0, 0.0, 0.0});
+  p.top_p = 0.5, p.min_p = 0.1;
+  expect_dist(*sampling_distribution(lg, p, {}), {1}, {1.0});
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(sample_token(lg, params(1e-320), {}, rng)->token, 1);
+}
+
+// Rounding can leave the running sum of the survivors' probabilities below u (u near 1; about
+// one row in ten at u = 1 - 2^-53). The draw then takes the last survivor of positive
+// probability, never a masked (-inf) id listed after it.
+TEST(Sampler, DrawNeverTakesZeroProbabilitySurvivor) {
+  std::mt19937_64 rng(fresh_seed("Sampler.DrawNeverTakesZeroProbabilitySurvivor"));
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  const double top = std::nextafter(1.0, 0.0);
+  int short_sums = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<float> lg(2 + rng() % 8);
+    for (auto& v : lg) v = nd(rng);
+    lg.push_back(-INFINITY);  // a TokenConstraint's mask: a survivor of probability 0
+    const auto d = *sampling_distribution(lg, params(), {});
+    ASSERT_EQ(d.ids.back(), static_cast<int32_t>(lg.size() - 1));
+    double u = top;
+    for (double q : d.probs) u -= q;
+    short_sums += u >= 0;
+    EXPECT_EQ(draw_token(d, top), d.ids[d.ids.size() - 2]) << trial;
+    EXPECT_EQ(draw_token(d, 0.0), d.ids[0]);
+    const double v = uniform01(rng);  // otherwise: the first id whose cumulative sum passes v
+    double cum = 0;
+    size_t i = 0;
+    while (i + 2 < d.ids.size() && (cum += d.probs[i]) <= v) ++i;
+    EXPECT_EQ(draw_token(d, v), d.ids[i]) << trial << " u " << v;
+  }
+  std::printf("%d of 500 rows: running sum below 1 - 2^-53\n", short_sums);
+  EXPECT_GT(short_sums, 0);  // the case above was exercised
+}
+
 }  // namespace
 }  // namespace gossamer
