@@ -135,6 +135,9 @@ Status run_generate(RunArgs a) {
   if (a.n < 0) return InvalidArgument("-n must be >= 0");
   GS_ASSIGN_OR_RETURN(GenerationParams params, sampling_params(a));
   GS_ASSIGN_OR_RETURN(auto tok, find_tokenizer(a, !a.prompt.empty()));
+  // As `gossamer serve`: never sample the padding logits rows past the tokenizer's ids (gpt-oss:
+  // 201088 rows, 200019 ids), so a seeded run draws what the server draws for the same request.
+  if (tok) params.vocab_limit = tok->vocab_size();
   std::vector<int32_t> prompt;
   if (!a.prompt.empty()) {
     prompt = tok->encode(a.prompt, /*allow_special=*/true);

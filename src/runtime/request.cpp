@@ -122,9 +122,20 @@ void RequestStream::cancel() {
   cancelled_ = true;
 }
 
+void RequestStream::stop_early() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  stopped_early_ = true;
+}
+
 bool RequestStream::cancelled() const {
   std::lock_guard<std::mutex> lock(mu_);
   return cancelled_;
+}
+
+bool RequestStream::stopped_early() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_early_;
 }
 
 bool RequestStream::finished() const {

@@ -97,7 +97,11 @@ class RequestStream {
   // Returns false on timeout with nothing new.
   bool wait(StreamChunk* out, std::chrono::milliseconds timeout);
   void cancel();
+  // The consumer ended the request itself because its output is complete (a stop string
+  // matched): the engine drops it as for cancel() but counts it as finished with reason stop.
+  void stop_early();
   bool cancelled() const;
+  bool stopped_early() const;
   bool finished() const;
 
  private:
@@ -106,6 +110,7 @@ class RequestStream {
   StreamChunk pending_;
   bool news_ = false;
   bool cancelled_ = false;
+  bool stopped_early_ = false;
   bool finished_ = false;
 };
 

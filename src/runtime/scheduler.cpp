@@ -128,7 +128,9 @@ void Scheduler::reap_cancelled() {
   const auto now = Clock::now();
   auto reap = [&](Request* r) {
     if (r->stream && r->stream->cancelled()) {
-      finish(r, FinishReason::kCancelled, -1, "");
+      // A stop string ends a request from the consumer side: it finished, it was not cancelled.
+      finish(r, r->stream->stopped_early() ? FinishReason::kStop : FinishReason::kCancelled, -1,
+             "");
     } else if (r->params.timeout && now - r->arrival > *r->params.timeout) {
       finish(r, FinishReason::kTimeout, -1, "request timed out");
     }

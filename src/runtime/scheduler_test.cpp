@@ -172,6 +172,39 @@ TEST(Scheduler, StopTokenAndCancellationFreeBlocks) {
   EXPECT_EQ(end2.reason, FinishReason::kCancelled);
 }
 
+// A consumer that ends a request on a stop string (RequestStream::stop_early) frees its blocks
+// like a cancel, but the request counts as finished with reason stop, not cancelled.
+TEST(Scheduler, StopEarlyCountsAsStopAndFreesBlocks) {
+  std::mt19937 rng(
+      static_cast<uint32_t>(testing::fresh_seed("Scheduler.StopEarlyCountsAsStopAndFreesBlocks")));
+  SchedulerOptions o;
+  o.max_num_batched_tokens = 1 + static_cast<int64_t>(rng() % 64);
+  Fixture f(KvCacheSpec{8, 64, 64}, o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt(1 + rng() % 40);
+    for (auto& t : prompt) t = static_cast<int32_t>(rng() % kVocab);
+    streams.push_back(f.add(prompt, greedy(400)));
+  }
+  int64_t stopped = 0, cancelled = 0;
+  for (int guard = 0; f.sched.has_work() && guard < 100000; ++guard) {
+    ASSERT_TRUE(f.sched.step(f.runner, *f.sampler).ok());
+    for (size_t i = 0; i < streams.size(); ++i) {  // each ends once, stop or cancel
+      if (!streams[i] || rng() % 8 != 0) continue;
+      (i % 2 == 0 ? ++stopped : ++cancelled);
+      i % 2 == 0 ? streams[i]->stop_early() : streams[i]->cancel();
+      streams[i] = nullptr;
+    }
+  }
+  EXPECT_FALSE(f.sched.has_work());
+  EXPECT_EQ(f.sched.blocks().stats().full_used, 0);
+  EXPECT_EQ(f.sched.blocks().stats().sliding_used, 0);
+  const MetricsSnapshot m = f.metrics.snapshot();
+  EXPECT_EQ(m.finished_stop, stopped);
+  EXPECT_EQ(m.finished_cancelled, cancelled);
+  EXPECT_EQ(stopped + cancelled, 12);
+}
+
 TEST(Scheduler, RejectsRequestsThatCannotFit) {
   SchedulerOptions o;
   o.max_model_len = 100;

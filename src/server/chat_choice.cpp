@@ -98,7 +98,7 @@ bool ChatChoice::poll(std::chrono::milliseconds timeout, std::vector<Delta>* out
     ev.clear();
   }
   if (stop_hit_) {
-    stream_->cancel();
+    stream_->stop_early();
     end(out);
     return true;
   }

@@ -54,7 +54,7 @@ struct TextChoice {
       stop_hit = hit;
     }
     if (stop_hit) {
-      stream->cancel();
+      stream->stop_early();
     } else if (!c.finished) {
       return false;
     }

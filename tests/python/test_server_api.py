@@ -289,6 +289,56 @@ def test_demo_model_config_and_run(server, cache, tokenizer_json):
     assert len(p.stdout.split()) == 5
 
 
+def test_run_cli_seeded_sampling_matches_server(server, cache, tokenizer_json):
+    # `gossamer run` and the server must draw the same tokens for the same seeded request: both
+    # mask the padding logits rows past the tokenizer's ids (the CLI once sampled all 201088
+    # rows, so every seeded draw differed from the server's).
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    test_seed = int(os.environ.get("GOSSAMER_SEED", random.SystemRandom().randrange(2**63)))
+    print(f"[seed] test_run_cli_seeded_sampling_matches_server: GOSSAMER_SEED={test_seed}")
+    rng = random.Random(test_seed)
+    ids = [rng.randrange(1000, 199000) for _ in range(rng.randint(1, 12))]
+    seed = rng.randrange(2**31)
+    env = dict(os.environ, GOSSAMER_CACHE=str(cache))
+    p = subprocess.run([gossamer_bin(), "run", "--tokenizer", str(tokenizer_json), "--tokens",
+                        ",".join(map(str, ids)), "-n", "6", "--temperature", "1", "--seed",
+                        str(seed), "--ids", "--ignore-eos"], capture_output=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    cli = [int(t) for t in p.stdout.split()]
+    r = requests.post(server.base + "/v1/completions", json={
+        "model": MODEL, "prompt": ids, "max_tokens": 6, "temperature": 1, "seed": seed,
+        "ignore_eos": True}).json()
+    assert all(t < tok.get_vocab_size() for t in cli), (test_seed, cli)
+    assert r["choices"][0]["text"] == tok.decode(cli, skip_special_tokens=False), (test_seed, cli)
+
+
+def test_stop_string_counts_as_stop_in_metrics(server):
+    # A stop string ends the request from the handler's side; /metrics once counted it as a
+    # cancellation (finished_reason="cancelled").
+    body = {"model": MODEL, "prompt": "Once upon a time", "temperature": 0}
+    head = ""
+    for n in range(3, 12):
+        head = requests.post(server.base + "/v1/completions",
+                             json=dict(body, max_tokens=n)).json()["choices"][0]["text"]
+        if head:
+            break
+    before = metrics(server)
+    r = requests.post(server.base + "/v1/completions",
+                      json=dict(body, max_tokens=400, stop=[head])).json()
+    assert r["choices"][0]["finish_reason"] == "stop", r
+    for _ in range(50):  # the engine drops the request at its next step
+        after = metrics(server)
+        if after["gossamer_num_requests_running"] == 0:
+            break
+        time.sleep(0.05)
+    finished = "gossamer_request_success_total:"
+    assert after[finished + "stop"] - before[finished + "stop"] == 1
+    assert after[finished + "cancelled"] == before[finished + "cancelled"]
+    assert after[finished + "length"] == before[finished + "length"]
+
+
 def test_generation_config_eos_stops(server, cache, tokenizer_json, tmp_path):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(tokenizer_json))
