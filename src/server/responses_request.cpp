@@ -1,0 +1,175 @@
+// /v1/responses request -> chat request: input items (messages, function calls and their
+// outputs, reasoning) to chat messages, flat function tools to chat tools, text.format to
+// response_format, reasoning.effort and the sampling fields. Errors name the field.
+#include "server/responses_request.h"
+
+namespace gossamer::server {
+
+namespace {
+
+bool fail(ApiError* err, const std::string& msg, const std::string& param) {
+  *err = bad_request(msg, param);
+  return false;
+}
+
+// obj["type"] when it is a string, `dflt` when absent or null, "" (never a valid type) otherwise.
+std::string type_of(const json& obj, const char* dflt) {
+  auto t = obj.find("type");
+  if (t == obj.end() || t->is_null()) return dflt;
+  return t->is_string() ? t->get<std::string>() : std::string();
+}
+
+// Text of a message content: a string or an array of {type: input_text|output_text|text, text}.
+bool content_text(const json& c, const std::string& path, std::string* out, ApiError* err) {
+  if (c.is_string()) return *out = c.get<std::string>(), true;
+  if (!c.is_array()) return fail(err, "'" + path + "' must be a string or an array", path);
+  for (size_t i = 0; i < c.size(); ++i) {
+    const json& p = c[i];
+    if (!p.is_object() || !p.contains("text") || !p["text"].is_string()) {
+      return fail(err, "'" + path + "[" + std::to_string(i) + "]' must be a text part", path);
+    }
+    *out += p["text"].get<std::string>();
+  }
+  return true;
+}
+
+bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
+  const std::string path = "input[" + std::to_string(i) + "]";
+  if (!it.is_object()) return fail(err, "'" + path + "' must be an object", path);
+  const std::string type = type_of(it, "message");
+  if (type == "message") {
+    if (!it.contains("role") || !it["role"].is_string()) {
+      return fail(err, "'" + path + ".role' must be a string", path + ".role");
+    }
+    const std::string role = it["role"].get<std::string>();
+    if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
+      return fail(
+          err,
+          "'" + path + ".role' '" + role + "' is not one of user, assistant, system, developer",
+          path + ".role");
+    }
+    std::string text;
+    if (!content_text(it.value("content", json("")), path + ".content", &text, err)) return false;
+    msgs.push_back({{"role", it["role"]}, {"content", text}});
+  } else if (type == "function_call") {
+    for (const char* k : {"call_id", "name", "arguments"}) {
+      if (!it.contains(k) || !it[k].is_string()) {
+        return fail(err, "'" + path + "." + k + "' must be a string", path + "." + k);
+      }
+    }
+    json call{{"id", it["call_id"]},
+              {"type", "function"},
+              {"function", {{"name", it["name"]}, {"arguments", it["arguments"]}}}};
+    if (!msgs.empty() && msgs.back()["role"] == "assistant" && msgs.back().contains("tool_calls")) {
+      msgs.back()["tool_calls"].push_back(call);
+    } else {
+      msgs.push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}});
+    }
+  } else if (type == "function_call_output") {
+    if (!it.contains("call_id") || !it["call_id"].is_string()) {
+      return fail(err, "'" + path + ".call_id' must be a string", path + ".call_id");
+    }
+    std::string text;
+    if (!content_text(it.value("output", json("")), path + ".output", &text, err)) return false;
+    msgs.push_back({{"role", "tool"}, {"tool_call_id", it["call_id"]}, {"content", text}});
+  } else if (type.empty()) {
+    return fail(err, "'" + path + ".type' must be a string", path + ".type");
+  } else if (type != "reasoning") {
+    return fail(err, "'" + path + ".type' '" + type + "' is not supported", path + ".type");
+  }
+  return true;
+}
+
+}  // namespace
+
+// `input` as a list of items (a string is one user message).
+bool responses_input_items(const json& b, json* items, ApiError* err) {
+  auto in = b.find("input");
+  if (in == b.end()) return fail(err, "'input' is required", "input");
+  if (in->is_string()) {
+    *items = json::array({json{{"type", "message"}, {"role", "user"}, {"content", *in}}});
+  } else if (in->is_array() && !in->empty()) {
+    *items = *in;
+  } else if (in->is_array()) {
+    return fail(err, "'input' is an empty array", "input");
+  } else {
+    return fail(err, "'input' must be a string or an array of items", "input");
+  }
+  return true;
+}
+
+namespace {
+
+// text.format ({"type": "text" | "json_object" | "json_schema", "name", "schema", ...}) -> the
+// Chat request's response_format (checked there; errors name Chat's path, so say where).
+bool text_format(const json& b, json* chat, ApiError* err) {
+  auto t = b.find("text");
+  if (t == b.end() || t->is_null()) return true;
+  if (!t->is_object()) return fail(err, "'text' must be an object", "text");
+  auto f = t->find("format");
+  if (f == t->end() || f->is_null()) return true;
+  if (!f->is_object()) return fail(err, "'text.format' must be an object", "text.format");
+  if (!f->contains("type") || !(*f)["type"].is_string()) {
+    return fail(err, "'text.format.type' must be a string", "text.format.type");
+  }
+  if ((*f)["type"] != "json_schema") {
+    (*chat)["response_format"] = *f;
+    return true;
+  }
+  json js = *f;
+  js.erase("type");
+  (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
+  return true;
+}
+
+}  // namespace
+
+// Responses request (with its conversation `items`, earlier turns included) -> Chat request.
+// items[offset..] are this request's input (error messages index them as input[i]).
+bool responses_to_chat(const json& b, const json& items, size_t offset, json* chat, ApiError* err) {
+  json msgs = json::array();
+  if (auto it = b.find("instructions"); it != b.end() && !it->is_null()) {
+    if (!it->is_string()) return fail(err, "'instructions' must be a string", "instructions");
+    msgs.push_back({{"role", "developer"}, {"content", *it}});
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!convert_item(items[i], i >= offset ? i - offset : i, msgs, err)) return false;
+  }
+  *chat = json{{"model", b["model"]}, {"messages", msgs}};
+  if (auto t = b.find("tools"); t != b.end() && !t->is_null()) {
+    if (!t->is_array()) return fail(err, "'tools' must be an array", "tools");
+    json tools = json::array();
+    for (size_t i = 0; i < t->size(); ++i) {
+      const json& x = (*t)[i];
+      if (!x.is_object() || type_of(x, "") != "function") {
+        return fail(err, "'tools[" + std::to_string(i) + "]': only function tools are supported",
+                    "tools");
+      }
+      json fn = x;
+      fn.erase("type");  // "strict" stays: the chat handler holds strict calls to the schema
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+    (*chat)["tools"] = tools;
+  }
+  if (auto tc = b.find("tool_choice"); tc != b.end() && !tc->is_null()) {
+    if (tc->is_object() && type_of(*tc, "") == "function" && tc->contains("name")) {
+      (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*tc)["name"]}}}};
+    } else {
+      (*chat)["tool_choice"] = *tc;
+    }
+  }
+  if (!text_format(b, chat, err)) return false;
+  if (auto r = b.find("reasoning"); r != b.end() && !r->is_null()) {
+    if (!r->is_object()) return fail(err, "'reasoning' must be an object", "reasoning");
+    if (r->contains("effort") && !(*r)["effort"].is_null()) {
+      (*chat)["reasoning_effort"] = (*r)["effort"];
+    }
+  }
+  for (const char* k :
+       {"temperature", "top_p", "max_output_tokens", "stream", "seed", "logit_bias"}) {
+    if (b.contains(k)) (*chat)[k] = b[k];
+  }
+  return true;
+}
+
+}  // namespace gossamer::server
