@@ -33,8 +33,10 @@ Status check_sampling_params(const GenerationParams& p) {
 namespace {
 
 // The row without the ids >= vocab_limit (vocab_limit 0: all of it), checked: not empty, no
-// NaN or +inf, not every logit -inf. Shared by sampling (penalised) and scoring (score_token).
-Result<std::span<const float>> checked_row(std::span<const float> logits, int64_t vocab_limit) {
+// NaN or +inf, not every logit -inf. Shared by sampling (penalised) and scoring (score_token);
+// *max_out (when given) receives the row's largest logit, found on the way.
+Result<std::span<const float>> checked_row(std::span<const float> logits, int64_t vocab_limit,
+                                           float* max_out = nullptr) {
   if (logits.empty()) return InvalidArgument("sampler: empty logits row");
   if (vocab_limit > 0 && static_cast<size_t>(vocab_limit) < logits.size()) {
     logits = logits.first(static_cast<size_t>(vocab_limit));  // ids >= vocab_limit: masked
@@ -50,6 +52,7 @@ Result<std::span<const float>> checked_row(std::span<const float> logits, int64_
   if (mx == -INFINITY) {
     return InvalidArgument("sampler: every logit is -inf (nothing can be sampled)");
   }
+  if (max_out != nullptr) *max_out = mx;
   return logits;
 }
 
@@ -206,11 +209,11 @@ Result<SampledToken> sample_token(std::span<const float> logits, const Generatio
 
 Result<SampledToken> score_token(std::span<const float> logits, int32_t token, int64_t top,
                                  int64_t vocab_limit) {
-  GS_ASSIGN_OR_RETURN(logits, checked_row(logits, vocab_limit));
+  float row_max = 0;
+  GS_ASSIGN_OR_RETURN(logits, checked_row(logits, vocab_limit, &row_max));
   // log_softmax's arithmetic (max, then the sum of exp(v - max) in id order) without copying the
-  // row: the same logprobs as sample_token's, bit for bit.
-  double mx = -INFINITY;
-  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  // row: the same logprobs as sample_token's, bit for bit (a float's max is exact as a double).
+  const double mx = row_max;
   double sum = 0;
   for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
   const double lse = mx + std::log(sum);
