@@ -4,18 +4,12 @@ namespace gossamer::server {
 
 namespace {
 
-Result<int32_t> special(const Tokenizer& tok, const char* name) {
-  auto id = tok.special_id(name);
-  if (!id) return Internal(std::string("tokenizer lacks ") + name);
-  return *id;
-}
-
 // The header of a forced call: "<|channel|>commentary to=functions." and, for one tool,
 // "NAME <|constrain|>json<|message|>".
 Status steer(const Tokenizer& tok, const harmony::ChatRequest& req, std::string required,
              ChatConstraints* out) {
   if (required.empty() && req.tools.size() == 1) required = req.tools[0].name;
-  GS_ASSIGN_OR_RETURN(int32_t channel, special(tok, "<|channel|>"));
+  GS_ASSIGN_OR_RETURN(int32_t channel, special_token(tok, "<|channel|>"));
   out->steer_ids.push_back(channel);
   if (required.empty()) {
     auto t = tok.encode("commentary to=functions.");
@@ -25,12 +19,8 @@ Status steer(const Tokenizer& tok, const harmony::ChatRequest& req, std::string 
   }
   auto t = tok.encode("commentary to=functions." + required + " ");
   out->steer_ids.insert(out->steer_ids.end(), t.begin(), t.end());
-  GS_ASSIGN_OR_RETURN(int32_t constrain, special(tok, "<|constrain|>"));
-  out->steer_ids.push_back(constrain);
-  auto j = tok.encode("json");
-  out->steer_ids.insert(out->steer_ids.end(), j.begin(), j.end());
-  GS_ASSIGN_OR_RETURN(int32_t message, special(tok, "<|message|>"));
-  out->steer_ids.push_back(message);
+  GS_ASSIGN_OR_RETURN(std::vector<int32_t> close, json_call_header_close(tok));
+  out->steer_ids.insert(out->steer_ids.end(), close.begin(), close.end());
   return Status::Ok();
 }
 

@@ -56,20 +56,14 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
     c->matchers_.emplace_back(t.schema);
     c->names_.push_back("functions." + t.name);
   }
-  auto special = [&](const char* s, int32_t* id) -> Status {
-    auto v = tok.special_id(s);
-    if (!v) return Internal(std::string("tokenizer lacks ") + s);
-    *id = *v;
-    return Status::Ok();
-  };
-  GS_RETURN_IF_ERROR(special("<|start|>", &c->start_));
-  GS_RETURN_IF_ERROR(special("<|end|>", &c->end_));
-  GS_RETURN_IF_ERROR(special("<|message|>", &c->message_));
-  GS_RETURN_IF_ERROR(special("<|channel|>", &c->channel_));
-  GS_RETURN_IF_ERROR(special("<|return|>", &c->return_));
-  GS_RETURN_IF_ERROR(special("<|call|>", &c->call_));
-  int32_t constrain = -1;  // not used below, but a harmony tokenizer has it
-  GS_RETURN_IF_ERROR(special("<|constrain|>", &constrain));
+  GS_ASSIGN_OR_RETURN(c->start_, special_token(tok, "<|start|>"));
+  GS_ASSIGN_OR_RETURN(c->end_, special_token(tok, "<|end|>"));
+  GS_ASSIGN_OR_RETURN(c->message_, special_token(tok, "<|message|>"));
+  GS_ASSIGN_OR_RETURN(c->channel_, special_token(tok, "<|channel|>"));
+  GS_ASSIGN_OR_RETURN(c->return_, special_token(tok, "<|return|>"));
+  GS_ASSIGN_OR_RETURN(c->call_, special_token(tok, "<|call|>"));
+  // Not used below, but a harmony tokenizer has it.
+  GS_RETURN_IF_ERROR(special_token(tok, "<|constrain|>").status());
   c->forced_ = tok.encode("<|start|>assistant<|channel|>final<|message|>", true);
   if (c->forced_.size() < 3 || c->forced_.front() != c->start_ ||
       c->forced_.back() != c->message_) {

@@ -2,18 +2,12 @@
 // objects, arrays, enums, anyOf, recursive $ref, escapes / unicode, extra keys, tuples,
 // json_object mode.
 #include <algorithm>
-#include <cmath>
 
 #include "server/json_constraint_cases_test_util.h"
 
 namespace gossamer::server::testing {
 namespace {
 
-// An integer literal beyond 64 bits parses as a double (integral and that large).
-bool is_int(const json& v) {
-  return v.is_number_integer() || (v.is_number_float() && std::abs(v.get<double>()) >= 9.2e18 &&
-                                   std::floor(v.get<double>()) == v.get<double>());
-}
 bool keys_within(const json& o, std::initializer_list<const char*> keys) {
   for (auto it = o.begin(); it != o.end(); ++it) {
     if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) ==

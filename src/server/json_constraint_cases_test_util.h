@@ -3,6 +3,7 @@
 // (json_constraint_cases_test.cpp).
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -12,6 +13,12 @@
 namespace gossamer::server::testing {
 
 using Check = std::function<bool(const json&)>;
+
+// An integer literal beyond 64 bits parses as a double (integral and that large).
+inline bool is_int(const json& v) {
+  return v.is_number_integer() || (v.is_number_float() && std::abs(v.get<double>()) >= 9.2e18 &&
+                                   std::floor(v.get<double>()) == v.get<double>());
+}
 
 struct SchemaCase {
   const char* name;

@@ -146,8 +146,6 @@ bool get_logit_bias(const json& b, int64_t vocab, GenerationParams* g, ApiError*
   return true;
 }
 
-}  // namespace
-
 // Legacy-completions fields with no equivalent here: a non-empty `suffix` (insert mode) and
 // `best_of` above n (ranking extra completions) are 400s rather than silently ignored; `best_of`
 // below n is a 400 as with OpenAI, equal to n (or null) means n.
@@ -175,6 +173,8 @@ bool completions_extras(const json& b, int64_t n, ApiError* err) {
   }
   return true;
 }
+
+}  // namespace
 
 bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_tokens,
                            RequestOptions* out, ApiError* err, int64_t vocab) {

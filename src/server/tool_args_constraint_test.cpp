@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 
 #include "common/test_seed.h"
 #include "server/json_constraint.h"
+#include "server/json_constraint_cases_test_util.h"
 #include "server/token_fixture_test_util.h"
 
 namespace gossamer::server {
@@ -28,11 +28,7 @@ bool has(const std::vector<int32_t>& v, int32_t id) {
   return std::find(v.begin(), v.end(), id) != v.end();
 }
 
-// An integer literal beyond 64 bits parses as a double (integral and that large).
-bool is_int(const json& v) {
-  return v.is_number_integer() || (v.is_number_float() && std::abs(v.get<double>()) >= 9.2e18 &&
-                                   std::floor(v.get<double>()) == v.get<double>());
-}
+using testing::is_int;
 
 // get_weather(city: string, unit?: "c" | "f", days?: integer); no other keys.
 const char* kWeather = R"({"type": "object", "properties": {"city": {"type": "string"},

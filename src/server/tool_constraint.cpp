@@ -5,6 +5,21 @@
 
 namespace gossamer::server {
 
+Result<int32_t> special_token(const Tokenizer& tok, const char* name) {
+  auto id = tok.special_id(name);
+  if (!id) return Internal(std::string("tokenizer lacks ") + name);
+  return *id;
+}
+
+Result<std::vector<int32_t>> json_call_header_close(const Tokenizer& tok) {
+  GS_ASSIGN_OR_RETURN(int32_t constrain, special_token(tok, "<|constrain|>"));
+  GS_ASSIGN_OR_RETURN(int32_t message, special_token(tok, "<|message|>"));
+  std::vector<int32_t> ids{constrain};
+  for (int32_t id : tok.encode("json")) ids.push_back(id);
+  ids.push_back(message);
+  return ids;
+}
+
 Result<std::shared_ptr<const TokenPieceIndex>> TokenPieceIndex::build(const Tokenizer& tok) {
   auto idx = std::shared_ptr<TokenPieceIndex>(new TokenPieceIndex());
   const int64_t vocab = tok.vocab_size();
@@ -58,16 +73,7 @@ Result<std::shared_ptr<ToolNameConstraint>> ToolNameConstraint::create(
     c->targets_.push_back(n + " ");
   }
   if (c->index_->ids(" ").empty()) return Internal("tool constraint: no token for ' '");
-  auto special = [&](const char* s) -> Result<int32_t> {
-    auto id = tok.special_id(s);
-    if (!id) return Internal(std::string("tokenizer lacks ") + s);
-    return *id;
-  };
-  GS_ASSIGN_OR_RETURN(int32_t constrain, special("<|constrain|>"));
-  GS_ASSIGN_OR_RETURN(int32_t message, special("<|message|>"));
-  c->tail_.push_back(constrain);
-  for (int32_t id : tok.encode("json")) c->tail_.push_back(id);
-  c->tail_.push_back(message);
+  GS_ASSIGN_OR_RETURN(c->tail_, json_call_header_close(tok));
   return c;
 }
 

@@ -19,6 +19,13 @@
 
 namespace gossamer::server {
 
+// The id of a special token such as "<|message|>"; Internal naming it when the tokenizer lacks it.
+Result<int32_t> special_token(const Tokenizer& tok, const char* name);
+
+// "<|constrain|>json<|message|>": how openai-harmony closes the header of a JSON tool call
+// ("... to=functions.NAME <|constrain|>json<|message|>{args}<|call|>").
+Result<std::vector<int32_t>> json_call_header_close(const Tokenizer& tok);
+
 // Every ordinary (non-special) token by its bytes, and each token's bytes by id. Built once per
 // server (about 200k entries for o200k_harmony); immutable afterwards, so shared across threads.
 class TokenPieceIndex {
