@@ -122,6 +122,26 @@ def echo_scoring(base, model):
           f"echo: top-1 of the scored positions = the greedy tokens ({top1})")
 
 
+def scoring_time(base, model):
+    """Not a check: the wall time of scoring a long prompt (echo + max_tokens 0 + 5 logprobs)
+    against a plain request for one token after the same prompt (one prefill)."""
+    _, tok = post(base, "/tokenize", {"prompt": "The committee met on Tuesday to weigh the plan. "
+                                                * 160})
+    ids = tok["tokens"][:1500]
+    t0 = time.perf_counter()
+    status, s = post(base, "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 0,
+                                               "echo": True, "logprobs": 5})
+    t1 = time.perf_counter()
+    post(base, "/v1/completions", {"model": model, "prompt": ids[::-1], "max_tokens": 1})
+    t2 = time.perf_counter()
+    n = len(s["choices"][0]["logprobs"]["tokens"]) if status == 200 else 0
+    check(status == 200 and n == len(ids), f"scoring {len(ids)} positions: HTTP {status}, {n} "
+          "entries")
+    print(f"info  scoring {len(ids)} positions (5 alternatives): {t1 - t0:.3f} s "
+          f"({len(ids) / (t1 - t0):.0f} positions/s); one token after a {len(ids)}-token prompt "
+          f"without scoring: {t2 - t1:.3f} s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
@@ -148,6 +168,7 @@ def main():
         logit_bias(base, model)
         structured(base, model)
         echo_scoring(base, model)
+        scoring_time(base, model)
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -180,7 +180,7 @@ if has api && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
   if python3 scripts/api_smoke.py --bin $CARRY/gossamer --tokenizer /tmp/tokenizer.json \
       --serve-args "--backend cuda" > "$OUT/api.log" 2>&1; then add "api: ok"
   else add "api: FAILED (api.log)"; fi
-  grep -E '^(ok|FAIL)' "$OUT/api.log"
+  grep -E '^(ok|FAIL|info)' "$OUT/api.log"
 fi
 
 echo "================ summary ================"

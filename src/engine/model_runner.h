@@ -63,6 +63,17 @@ struct DeviceSampling {
   std::span<const float> penalty_bias;
 };
 
+// Prompt scoring of a kAll chunk's rows on the device (runners whose samples_on_device() is
+// true), instead of copying each ~vocab-float row to the host: row j with targets[j] >= 0
+// reports log_softmax(row j)[targets[j]] and the top_logprobs most likely ids, with ids >=
+// vocab_limit masked (the rule of score_token in runtime/sampler.h), in StepOutput::scored.
+// Rows with targets[j] < 0 come back as host logits rows, as without scoring.
+struct DeviceScoring {
+  std::span<const int32_t> targets;  // [tokens.size()] the id each row scores, or < 0
+  int64_t top_logprobs = 0;          // alternatives returned (0..20)
+  int64_t vocab_limit = 0;           // 0 = the whole row
+};
+
 // One sequence's share of a step: compute `tokens` at positions [pos0, pos0 + tokens.size()).
 // Positions < pos0 must already be in the KV cache (through the block tables).
 struct SeqChunk {
@@ -74,17 +85,24 @@ struct SeqChunk {
   // kLast only, honoured when the runner samples_on_device(): sample this row on the device
   // and return the token in StepOutput::sampled instead of the logits row. Null: logits.
   const DeviceSampling* sampling = nullptr;
+  // kAll only, honoured when the runner samples_on_device(); null: every row as host logits.
+  const DeviceScoring* scoring = nullptr;
 };
 
 struct StepOutput {
   // Rows of logits, in the order of the chunks, kLast contributing one row and kAll
   // tokens.size() rows. Shape [rows, vocab], float32.
-  // Chunks sampled on the device (SeqChunk::sampling) contribute no row here.
+  // Chunks sampled on the device (SeqChunk::sampling) and rows scored on the device
+  // (SeqChunk::scoring) contribute no row here.
   std::vector<float> logits;
   int64_t rows = 0;
   // One entry per chunk with SeqChunk::sampling set, in chunk order. token < 0: that row's
   // logits were not finite (NaN or +inf), nothing was sampled.
   std::vector<SampledToken> sampled;
+  // One entry per row scored on the device (SeqChunk::scoring, targets >= 0), in chunk and row
+  // order: token = the target (-1: the row was not finite, nothing was scored), logprob, top.
+  // Those rows contribute no row to `logits`.
+  std::vector<SampledToken> scored;
 };
 
 class ModelRunner {

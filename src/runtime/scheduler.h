@@ -8,12 +8,15 @@
 //
 // Prompt logprobs (GenerationParams::prompt_logprobs >= 0): the request skips the prefix cache
 // for the positions it still has to report (a cached position has no logits row), and its prompt
-// chunks are computed with LogitsMode::kAll, at most prompt_logprob_rows rows per step (host
-// logits: vocab floats a row). Each row reports the next prompt token's logprob (score_token in
-// runtime/sampler.h) to the stream; Request::prompt_lp_next remembers what was reported, so a
-// recomputation after preemption reports nothing twice. The row of the last prompt position
-// samples the first generated token on the host when it falls in such a chunk; with max_tokens 0
-// the request finishes (reason length) once every position is reported, without sampling.
+// chunks are computed with LogitsMode::kAll, at most prompt_logprob_rows rows per request and
+// prompt_logprob_step_rows per step. Each row reports the next prompt token's logprob
+// (score_token in runtime/sampler.h) to the stream: scored on the device when the runner
+// samples_on_device() (SeqChunk::scoring: only the scores come back), else from host logits
+// rows (vocab floats a row);
+// Request::prompt_lp_next remembers what was reported, so a recomputation after preemption reports
+// nothing twice. The row of the last prompt position samples the first generated token on the host
+// when it falls in such a chunk; with max_tokens 0 the request finishes (reason length) once every
+// position is reported, without sampling.
 //
 // Single-threaded: the Engine calls it from its own thread.
 #pragma once
@@ -98,6 +101,13 @@ class Scheduler {
     DeviceSampling dev;
     std::vector<int32_t> pen_tokens, pen_counts;  // dev.penalty_* view these
     std::vector<float> pen_bias;                  // dev.penalty_bias views it (logit_bias)
+    DeviceScoring score;                          // SeqChunk::scoring (device runners)
+    std::vector<int32_t> score_targets;           // score.targets views it
+  };
+  // Where the next chunk's share of a StepOutput starts: host logits row, sampled, scored.
+  struct OutCursor {
+    int64_t row = 0;
+    size_t sampled = 0, scored = 0;
   };
   // The next chunk of r under `budget` tokens and `*rows_left` prompt-logprob rows (consumed).
   int64_t next_chunk(const Request& r, int64_t budget, int64_t* rows_left) const;
@@ -105,13 +115,14 @@ class Scheduler {
   // whose prompt logprobs are still owed).
   void acquire_prefix(Request* r);
   SeqChunk make_chunk(const Scheduled& s, bool device, RowSampling* rs);
-  // Reports the prompt logprobs of a kAll chunk's rows (positions [pos0, pos0 + n)).
+  // Reports the prompt logprobs of a kAll chunk's rows (positions [pos0, pos0 + n)): from host
+  // logits rows, or the entries the runner scored on the device.
   Status report_prompt_logprobs(Request* r, int64_t pos0, std::span<const float> rows,
                                 int64_t vocab);
+  Status report_scored(Request* r, int64_t pos0, std::span<const SampledToken> scored);
   // Handles one scheduled chunk's output after the step; true when r finished.
   Result<bool> after_chunk(Request* r, const SeqChunk& c, const RowSampling& rs,
-                           const StepOutput& out, int64_t* row, size_t* dev_row,
-                           TokenSampler& sampler);
+                           const StepOutput& out, OutCursor* at, TokenSampler& sampler);
   void prepare_sampling(Request* r, bool device, RowSampling* s);
   static void build_penalty_list(const GenerationParams& p, std::span<const int32_t> generated,
                                  RowSampling* s);

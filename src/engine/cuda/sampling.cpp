@@ -36,9 +36,15 @@ struct Mirror {
 };
 
 struct SamplingState {
-  // Per logits row of the step: >= 0 the host row it is copied to, < 0: -1 - device ordinal.
-  std::vector<int64_t> dest;
-  int64_t device_rows = 0;
+  // Per logits row of the step: copied to host row `index`, or sampled / scored on the device
+  // (out->sampled / out->scored entry `index`).
+  enum class Kind : uint8_t { kHost, kSampled, kScored };
+  struct Dest {
+    Kind kind;
+    int64_t index;
+  };
+  std::vector<Dest> dest;
+  int64_t device_rows = 0, scored_rows = 0;
   int64_t pen_pairs = 0;               // penalty pairs of the step (pen: tokens, then counts)
   Mirror<kern::SampleRowParams> rows;  // [logits rows of the step]
   Mirror<kern::SampleRowOut> outs;     // [logits rows of the step]
@@ -109,6 +115,21 @@ Result<kern::SampleRowParams> row_params(const DeviceSampling& d, size_t ci, int
   return r;
 }
 
+// Row j of a scored chunk: a greedy row that reports targets[j] instead of drawing.
+Result<kern::SampleRowParams> score_params(const DeviceScoring& d, size_t ci, size_t j,
+                                           int64_t vocab) {
+  kern::SampleRowParams r;
+  r.temperature = 0.f;
+  r.top_logprobs = static_cast<int32_t>(std::clamp<int64_t>(d.top_logprobs, -1, 1000));
+  r.vocab_limit = static_cast<int32_t>(d.vocab_limit >= vocab ? 0 : d.vocab_limit);
+  if (d.vocab_limit < 0) r.vocab_limit = -1;  // rejected by validate
+  r.force_token = std::clamp<int32_t>(d.targets[j], -1, static_cast<int32_t>(vocab));
+  GS_RETURN_IF_ERROR(
+      r.validate(static_cast<int>(vocab))
+          .With("step: chunk " + std::to_string(ci) + " scored row " + std::to_string(j)));
+  return r;
+}
+
 }  // namespace
 
 }  // namespace gossamer::cudarun
@@ -119,45 +140,77 @@ bool CudaModelRunner::samples_on_device() const {
   return impl_->opts.device_sampling;
 }
 
+namespace cudarun {
+namespace {
+
+// The step's device rows as they are collected: row params, penalty lists (tokens, counts,
+// logit_bias aligned with tokens).
+struct RowLists {
+  std::vector<kern::SampleRowParams> rp;
+  std::vector<int32_t> toks, counts;
+  std::vector<float> bias;
+  Status add_sampled(const DeviceSampling& d, size_t ci, int64_t V) {
+    GS_ASSIGN_OR_RETURN(kern::SampleRowParams r,
+                        row_params(d, ci, V, static_cast<int32_t>(toks.size())));
+    toks.insert(toks.end(), d.penalty_tokens.begin(), d.penalty_tokens.end());
+    counts.insert(counts.end(), d.penalty_counts.begin(), d.penalty_counts.end());
+    if (d.penalty_bias.empty()) bias.resize(toks.size(), 0.f);
+    bias.insert(bias.end(), d.penalty_bias.begin(), d.penalty_bias.end());
+    rp.push_back(r);
+    return Status::Ok();
+  }
+};
+
+// Chunk ci's logits rows: where each goes (host copy, sampled, scored) and its row params.
+Status plan_chunk(const SeqChunk& c, size_t ci, int64_t V, bool device, SamplingState& st,
+                  RowLists& l, int64_t* host_rows) {
+  const std::string ctx = "step: chunk " + std::to_string(ci) + ": ";
+  if (c.sampling && !(device && c.logits == LogitsMode::kLast)) {
+    return InvalidArgument(ctx + "sampling needs LogitsMode::kLast and device_sampling");
+  }
+  if (c.scoring && !(device && c.logits == LogitsMode::kAll)) {
+    return InvalidArgument(ctx + "scoring needs LogitsMode::kAll and device_sampling");
+  }
+  if (c.scoring && c.scoring->targets.size() != c.tokens.size()) {
+    return InvalidArgument(ctx + "scoring has " + std::to_string(c.scoring->targets.size()) +
+                           " targets for " + std::to_string(c.tokens.size()) + " tokens");
+  }
+  const int64_t n = c.logits == LogitsMode::kAll    ? static_cast<int64_t>(c.tokens.size())
+                    : c.logits == LogitsMode::kLast ? 1
+                                                    : 0;
+  using Kind = SamplingState::Kind;
+  for (int64_t j = 0; j < n; ++j) {
+    if (c.sampling) {
+      GS_RETURN_IF_ERROR(l.add_sampled(*c.sampling, ci, V));
+      st.dest.push_back({Kind::kSampled, st.device_rows++});
+    } else if (c.scoring && c.scoring->targets[static_cast<size_t>(j)] >= 0) {
+      GS_ASSIGN_OR_RETURN(kern::SampleRowParams r,
+                          score_params(*c.scoring, ci, static_cast<size_t>(j), V));
+      l.rp.push_back(r);
+      st.dest.push_back({Kind::kScored, st.scored_rows++});
+    } else {
+      l.rp.emplace_back().active = 0;
+      st.dest.push_back({Kind::kHost, (*host_rows)++});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace cudarun
+
 Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, int64_t total_logits,
                                              StepOutput* out) {
   if (!sampling) sampling.reset(new cudarun::SamplingState());
   cudarun::SamplingState& st = *sampling;
   const int64_t V = cfg.vocab_size;
   st.dest.clear();
-  st.device_rows = 0;
-  out->sampled.clear();
-  std::vector<kern::SampleRowParams> rp;
-  std::vector<int32_t> toks, counts;
-  std::vector<float> bias;  // aligned with toks
+  st.device_rows = st.scored_rows = 0;
+  cudarun::RowLists l;
   int64_t host_rows = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const SeqChunk& c = chunks[i];
-    if (c.sampling && !(opts.device_sampling && c.logits == LogitsMode::kLast)) {
-      return InvalidArgument("step: chunk " + std::to_string(i) +
-                             ": sampling needs LogitsMode::kLast and device_sampling");
-    }
-    const int64_t n = c.logits == LogitsMode::kAll    ? static_cast<int64_t>(c.tokens.size())
-                      : c.logits == LogitsMode::kLast ? 1
-                                                      : 0;
-    for (int64_t j = 0; j < n; ++j) {
-      if (!c.sampling) {
-        st.dest.push_back(host_rows++);
-        rp.emplace_back().active = 0;
-        continue;
-      }
-      GS_ASSIGN_OR_RETURN(
-          kern::SampleRowParams r,
-          cudarun::row_params(*c.sampling, i, V, static_cast<int32_t>(toks.size())));
-      toks.insert(toks.end(), c.sampling->penalty_tokens.begin(), c.sampling->penalty_tokens.end());
-      counts.insert(counts.end(), c.sampling->penalty_counts.begin(),
-                    c.sampling->penalty_counts.end());
-      const std::span<const float> b = c.sampling->penalty_bias;
-      if (b.empty()) bias.resize(toks.size(), 0.f);
-      bias.insert(bias.end(), b.begin(), b.end());
-      st.dest.push_back(-1 - st.device_rows++);
-      rp.push_back(r);
-    }
+    GS_RETURN_IF_ERROR(
+        cudarun::plan_chunk(chunks[i], i, V, opts.device_sampling, st, l, &host_rows));
   }
   if (static_cast<int64_t>(st.dest.size()) != total_logits) {
     return Internal("step: sampling rows " + std::to_string(st.dest.size()) + " != logits rows " +
@@ -165,12 +218,15 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
   }
   out->rows = host_rows;
   out->logits.resize(static_cast<size_t>(host_rows * V));
-  out->sampled.resize(static_cast<size_t>(st.device_rows));
-  if (st.device_rows == 0) return Status::Ok();
+  out->sampled.assign(static_cast<size_t>(st.device_rows), SampledToken{});
+  out->scored.assign(static_cast<size_t>(st.scored_rows), SampledToken{});
+  if (st.device_rows + st.scored_rows == 0) return Status::Ok();
+  const std::vector<kern::SampleRowParams>& rp = l.rp;
+  const std::vector<int32_t>&toks = l.toks, &counts = l.counts;
   GS_RETURN_IF_ERROR(st.rows.reserve(rp.size(), "sampling row params"));
   GS_RETURN_IF_ERROR(st.outs.reserve(rp.size(), "sampling outputs"));
   GS_RETURN_IF_ERROR(st.pen.reserve(2 * toks.size() + 1, "sampling penalty lists"));
-  GS_RETURN_IF_ERROR(st.reserve_ws(static_cast<int64_t>(rp.size())));
+  GS_RETURN_IF_ERROR(st.reserve_ws(static_cast<int64_t>(std::min<size_t>(rp.size(), L_max))));
   std::copy(rp.begin(), rp.end(), st.rows.host);
   std::copy(toks.begin(), toks.end(), st.pen.host);
   std::copy(counts.begin(), counts.end(), st.pen.host + toks.size());
@@ -181,11 +237,11 @@ Status CudaModelRunner::Impl::begin_sampling(std::span<const SeqChunk> chunks, i
                                    cudaMemcpyHostToDevice, stream));
   }
   st.pen_pairs = static_cast<int64_t>(toks.size());
-  st.any_bias = std::any_of(bias.begin(), bias.end(), [](float b) { return b != 0.f; });
+  st.any_bias = std::any_of(l.bias.begin(), l.bias.end(), [](float b) { return b != 0.f; });
   if (st.any_bias) {
-    GS_RETURN_IF_ERROR(st.bias.reserve(bias.size(), "sampling logit_bias lists"));
-    std::copy(bias.begin(), bias.end(), st.bias.host);
-    GS_CUDA_RETURN(cudaMemcpyAsync(st.bias.dev, st.bias.host, bias.size() * sizeof(float),
+    GS_RETURN_IF_ERROR(st.bias.reserve(l.bias.size(), "sampling logit_bias lists"));
+    std::copy(l.bias.begin(), l.bias.end(), st.bias.host);
+    GS_CUDA_RETURN(cudaMemcpyAsync(st.bias.dev, st.bias.host, l.bias.size() * sizeof(float),
                                    cudaMemcpyHostToDevice, stream));
   }
   return Status::Ok();
@@ -196,15 +252,19 @@ Status CudaModelRunner::Impl::after_forward(int64_t first, int n, StepOutput* ou
   const int64_t V = cfg.vocab_size;
   const size_t row_bytes = static_cast<size_t>(V) * sizeof(float);
   bool any_device = false;
+  using Kind = cudarun::SamplingState::Kind;
   for (int r = 0; r < n;) {  // runs of consecutive host rows: one copy each
-    const int64_t d = st.dest[first + r];
-    if (d < 0) {
+    const cudarun::SamplingState::Dest dr = st.dest[first + r];
+    if (dr.kind != Kind::kHost) {
       any_device = true;
       ++r;
       continue;
     }
+    const int64_t d = dr.index;
     int e = r + 1;
-    while (e < n && st.dest[first + e] == d + (e - r)) ++e;
+    while (e < n && st.dest[first + e].kind == Kind::kHost &&
+           st.dest[first + e].index == d + (e - r))
+      ++e;
     GS_CUDA_RETURN(cudaMemcpyAsync(out->logits.data() + d * V, ws.logits + r * V,
                                    row_bytes * (e - r), cudaMemcpyDeviceToHost, stream));
     r = e;
@@ -230,10 +290,12 @@ Status CudaModelRunner::Impl::after_forward(int64_t first, int n, StepOutput* ou
 
 Status CudaModelRunner::Impl::end_sampling(StepOutput* out) {
   const cudarun::SamplingState& st = *sampling;
+  using Kind = cudarun::SamplingState::Kind;
   for (size_t g = 0; g < st.dest.size(); ++g) {
-    if (st.dest[g] >= 0) continue;
+    const cudarun::SamplingState::Dest d = st.dest[g];
+    if (d.kind == Kind::kHost) continue;
     const kern::SampleRowOut& o = st.outs.host[g];
-    SampledToken& t = out->sampled[static_cast<size_t>(-1 - st.dest[g])];
+    SampledToken& t = (d.kind == Kind::kSampled ? out->sampled : out->scored)[d.index];
     t.token = o.status == kern::kSampleOk ? o.token : -1;
     t.logprob = o.logprob;
     t.top.clear();

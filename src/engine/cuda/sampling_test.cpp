@@ -156,6 +156,90 @@ TEST(CudaSampling, RejectsBadRequests) {
   EXPECT_NE(st.message().find("penalty token"), std::string::npos) << st.ToString();
 }
 
+// Prompt scoring (SeqChunk::scoring) against the same rows copied to the host, over several
+// forwards (max_logit_rows 16 < 40 rows), beside a device-sampled chunk in the same step.
+TEST(CudaSampling, ScoredRowsMatchTheHostRows) {
+  const ModelConfig cfg = small_config();
+  CudaRunnerOptions o;
+  o.max_seq_len = 256, o.max_seqs = 4, o.max_logit_rows = 16;
+  auto made = CudaModelRunner::create_synthetic(cfg, o, 17);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  CudaModelRunner& r = **made;
+  const int64_t V = cfg.vocab_size, limit = 200019, k = 5;
+  std::mt19937 rng(7);
+  std::vector<int32_t> p0(40), p1 = {9, 8, 7}, t0 = {0, 1, 2, 3}, t1 = {4, 5, 6, 7};
+  for (auto& t : p0) t = static_cast<int32_t>(rng() % limit);
+  std::vector<SeqChunk> chunks = {{p0, 0, t0, t0, LogitsMode::kAll},
+                                  {p1, 0, t1, t1, LogitsMode::kLast}};
+  StepOutput host;
+  ASSERT_TRUE(r.step(chunks, &host).ok());
+  ASSERT_EQ(host.rows, 41);
+  // Row j scores p0[j + 1]; the last row (-1) and row 5 (-1) stay host rows; chunk 1 greedy.
+  std::vector<int32_t> targets(p0.size(), -1);
+  for (size_t j = 0; j + 1 < p0.size(); ++j) targets[j] = p0[j + 1];
+  targets[5] = -1;
+  targets[7] = static_cast<int32_t>(limit + 3);  // masked: -inf
+  DeviceScoring sc{targets, k, limit};
+  DeviceSampling g;
+  g.temperature = 0;
+  chunks[0].scoring = &sc, chunks[1].sampling = &g;
+  StepOutput dev;
+  ASSERT_TRUE(r.step(chunks, &dev).ok());
+  ASSERT_EQ(dev.rows, 2);
+  ASSERT_EQ(dev.scored.size(), 38u);
+  ASSERT_EQ(dev.sampled.size(), 1u);
+  auto rel = [&](std::span<const float> a, std::span<const float> b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      num += std::pow(double(a[i]) - b[i], 2), den += b[i] * b[i];
+    return std::sqrt(num / den);
+  };
+  std::span<const float> hl(host.logits), dl(dev.logits);
+  EXPECT_LT(rel(dl.subspan(0, V), hl.subspan(5 * V, V)), 1e-6) << "host row 5";
+  EXPECT_LT(rel(dl.subspan(V, V), hl.subspan(39 * V, V)), 1e-6) << "host row 39";
+  size_t e = 0;
+  double worst = 0;
+  for (size_t j = 0; j + 1 < p0.size(); ++j) {
+    if (targets[j] < 0) continue;
+    const SampledToken& got = dev.scored[e++];
+    const auto lp = log_softmax(hl.subspan(j * V, V), limit);
+    EXPECT_EQ(got.token, targets[j]) << j;
+    if (targets[j] >= limit) {
+      EXPECT_EQ(got.logprob, -INFINITY) << j;
+    } else {
+      const double err =
+          std::abs(got.logprob - lp[targets[j]]) / std::max(1.0, std::abs(lp[targets[j]]));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 1e-4) << j;  // the rows themselves differ by the step's rounding (~1e-6)
+    }
+    ASSERT_EQ(got.top.size(), static_cast<size_t>(k)) << j;
+    std::vector<int32_t> order(static_cast<size_t>(limit));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t x, int32_t y) { return lp[x] > lp[y]; });
+    for (int64_t i = 0; i < k; ++i) {
+      if (got.top[i].token != order[i]) {  // only a near-tie may swap
+        EXPECT_NEAR(lp[got.top[i].token], lp[order[i]], 1e-5) << j << " top " << i;
+      }
+    }
+  }
+  std::printf("scored rows: worst logprob error %.2e (relative, floor 1)\n", worst);
+  const int32_t want1 = static_cast<int32_t>(
+      std::max_element(hl.begin() + 40 * V, hl.begin() + 41 * V) - (hl.begin() + 40 * V));
+  EXPECT_EQ(dev.sampled[0].token, want1);
+  // Misuse: targets of the wrong length, scoring on a kLast chunk.
+  std::vector<int32_t> short_targets(3, 1);
+  DeviceScoring bad{short_targets, 0, 0};
+  chunks[0].scoring = &bad;
+  Status st = r.step(chunks, &dev);
+  EXPECT_NE(st.message().find("targets"), std::string::npos) << st.ToString();
+  chunks[0].scoring = nullptr;
+  chunks[1].sampling = nullptr;
+  chunks[1].scoring = &sc;
+  st = r.step(chunks, &dev);
+  EXPECT_NE(st.message().find("scoring needs"), std::string::npos) << st.ToString();
+}
+
 // Not a pass/fail check: step() time with 64 decode rows, logits copied to the host vs sampled
 // on the device (tiny model: the forward is cheap, the 64 x 804 KB copy is not).
 TEST(CudaSampling, StepTimeHostLogitsVsDeviceSampling) {

@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kT) sample_finish(SampleParams p) {
   const CandSrc csrc{keys, n_cand};
   int token = argmax_key_index(st.best);
   u64 cut = st.best, smass = kOne;
-  const bool temp = rp.temperature > 0.f;
+  const bool temp = rp.temperature > 0.f && rp.force_token < 0;  // a forced row draws nothing
   const float inv_t = temp ? 1.f / rp.temperature : 0.f;
   if (temp) {
     const u64 rnd = sample_random64(rp.seed, rp.counter);
@@ -267,7 +267,11 @@ __global__ void __launch_bounds__(kT) sample_finish(SampleParams p) {
   } else if (tid == 0) {
     out->n_top = 0;
   }
-  if (tid == 0) out->token = token, out->logprob = z[token] - lse, out->status = kSampleOk;
+  if (tid == 0) {
+    if (rp.force_token >= 0) token = rp.force_token;  // scoring: the given id, nothing drawn
+    out->token = token, out->status = kSampleOk;
+    out->logprob = token < V ? z[token] - lse : -INFINITY;
+  }
   if (dbg) write_debug(dbg, z, V, p.ld, st.m, inv_t, temp, cut, smass);
 }
 

@@ -59,7 +59,10 @@ struct SampleRowParams {  // one row's request, in device memory
   int32_t pen_offset = 0;    // this row's (token, count) pairs: [pen_offset, + pen_count)
   int32_t pen_count = 0;
   int32_t active = 1;  // 0: the row is skipped (logits untouched, output not written)
-  int32_t pad = 0;
+  // >= 0: scoring, not sampling: the output reports this id (token = force_token, logprob =
+  // log_softmax(z)[force_token], -inf at or past vocab_limit) with the top_logprobs as usual;
+  // nothing is drawn (give temperature 0 so that no filter pass runs). -1: sample.
+  int32_t force_token = -1;
   uint64_t seed = 0, counter = 0;
   Status validate(int vocab) const;  // host-side; the message names the field
 };

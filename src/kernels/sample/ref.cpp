@@ -48,6 +48,9 @@ Status SampleRowParams::validate(int vocab) const {
                            " outside [0, vocab " + std::to_string(vocab) + "]");
   if (pen_offset < 0 || pen_count < 0)
     return InvalidArgument(ctx + "negative penalty list offset or count");
+  if (force_token < -1 || force_token >= vocab)
+    return InvalidArgument(ctx + "force_token " + std::to_string(force_token) +
+                           " outside [-1, vocab " + std::to_string(vocab) + ")");
   return Status::Ok();
 }
 
