@@ -202,8 +202,8 @@ TEST(PromptLogprobs, OtherRequestsKeepTheirChunksAndDeviceSampling) {
   both.add(plain, scoring(-1, plain_max));
   std::vector<int32_t> scored = random_prompt(rng, 300);
   // Its last prompt row falls in a scored (kAll) chunk unless the rows to score end exactly at
-  // a chunk end (then it is an ordinary kLast row): keep (length - 1) off multiples of 64.
-  if ((scored.size() - 1) % 64 == 0) scored.push_back(1);
+  // a chunk end (then it is an ordinary kLast row): keep (length - 1) off the chunk size.
+  if ((scored.size() - 1) % o.prompt_logprob_rows == 0) scored.push_back(1);
   both.add(scored, scoring(5, 4));
   const std::vector<Out> b = both.run();
   EXPECT_EQ(a[0].tokens, ref_greedy(plain, plain_max));

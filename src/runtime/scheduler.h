@@ -47,7 +47,7 @@ struct SchedulerOptions {
   // (GenerationParams::vocab_limit) at add().
   int64_t vocab_limit = 0;
   // Prompt logprobs: logits rows (positions) per request per step, and per step in all.
-  int64_t prompt_logprob_rows = 64;
+  int64_t prompt_logprob_rows = 256;
   int64_t prompt_logprob_step_rows = 256;
   Status validate() const;
 };
