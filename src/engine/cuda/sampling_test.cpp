@@ -240,6 +240,39 @@ TEST(CudaSampling, ScoredRowsMatchTheHostRows) {
   EXPECT_NE(st.message().find("scoring needs"), std::string::npos) << st.ToString();
 }
 
+// Not a pass/fail check: step() time of a 256-row scored prompt chunk (tiny model), rows copied
+// to the host (the scheduler then reduces each one with score_token, not timed here) vs scored
+// on the device (5 alternatives).
+TEST(CudaSampling, StepTimeHostRowsVsDeviceScoring) {
+  const ModelConfig cfg = small_config();
+  CudaRunnerOptions o;
+  o.max_seq_len = 512, o.max_seqs = 1;
+  auto made = CudaModelRunner::create_synthetic(cfg, o, 3);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::vector<int32_t> toks(256), table(32);
+  std::iota(table.begin(), table.end(), 0);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>(1 + 7 * i);
+  std::vector<int32_t> targets(toks.begin() + 1, toks.end());
+  targets.push_back(-1);
+  DeviceScoring sc{targets, 5, 200019};
+  for (bool device : {false, true}) {
+    SeqChunk c{toks, 0, table, table, LogitsMode::kAll};
+    if (device) c.scoring = &sc;
+    double ms = 0;
+    for (int rep = 0; rep < 6; ++rep) {
+      StepOutput out;
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_TRUE((*made)->step({&c, 1}, &out).ok());
+      const double t =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) ms += t / 5;
+      ASSERT_EQ(out.rows, device ? 1 : 256);
+    }
+    std::printf("256-row prompt chunk, tiny model: step() %.3f ms with %s\n", ms,
+                device ? "the rows scored on the device" : "the rows copied to the host");
+  }
+}
+
 // Not a pass/fail check: step() time with 64 decode rows, logits copied to the host vs sampled
 // on the device (tiny model: the forward is cheap, the 64 x 804 KB copy is not).
 TEST(CudaSampling, StepTimeHostLogitsVsDeviceSampling) {
