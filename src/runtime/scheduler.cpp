@@ -89,8 +89,7 @@ Status Scheduler::add(std::unique_ptr<Request> req) {
 void Scheduler::finish(Request* r, FinishReason reason, int32_t stop_token,
                        const std::string& err) {
   kv_.free(&r->blocks);
-  if (r->stream) r->stream->finish(reason, stop_token, err);
-  if (metrics_) {
+  if (metrics_) {  // counted before the stream ends: a client that saw its answer sees it counted
     metrics_->observe_e2e(std::chrono::duration<double>(Clock::now() - r->arrival).count());
     metrics_->update([&](MetricsSnapshot& s) {
       switch (reason) {
@@ -112,6 +111,7 @@ void Scheduler::finish(Request* r, FinishReason reason, int32_t stop_token,
       }
     });
   }
+  if (r->stream) r->stream->finish(reason, stop_token, err);
   r->num_computed = -1;  // marks it for removal
 }
 

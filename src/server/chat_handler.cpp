@@ -106,6 +106,18 @@ struct StreamState {
   std::vector<size_t> lp_sent;  // content tokens whose logprobs were sent, per choice
 };
 
+// logprobs.content of a streamed chunk: choice i's entries not sent yet, up to `end`.
+json stream_logprobs(StreamState& s, size_t i, size_t end) {
+  if (!s.job.ro.gen.logprobs) return nullptr;
+  const std::vector<SampledToken>& toks = s.job.choices[i]->content_tokens();
+  json content = json::array();
+  for (; s.lp_sent[i] < std::min(end, toks.size()); ++s.lp_sent[i]) {
+    content.push_back(
+        logprob_entry(*s.ctx->tok, toks[s.lp_sent[i]], s.job.ro.gen.top_logprobs > 0));
+  }
+  return json{{"content", content}};
+}
+
 // One call of the chunked-content provider: writes what is ready. False = stop (disconnect).
 bool pump(StreamState& s, httplib::DataSink& sink) {
   const std::string& model = s.ctx->opts.model_name;
@@ -136,15 +148,7 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
     deltas.clear();
     const bool done = c.poll(kPoll, &deltas);
     for (const Delta& d : deltas) {
-      json lp = nullptr;
-      if (d.kind == Delta::Kind::kContent && s.job.ro.gen.logprobs) {
-        json content = json::array();
-        for (; s.lp_sent[i] < c.content_tokens().size(); ++s.lp_sent[i]) {
-          content.push_back(logprob_entry(*s.ctx->tok, c.content_tokens()[s.lp_sent[i]],
-                                          s.job.ro.gen.top_logprobs > 0));
-        }
-        lp = json{{"content", content}};
-      }
+      json lp = d.kind == Delta::Kind::kContent ? stream_logprobs(s, i, d.lp_end) : json(nullptr);
       if (!send(
               chunk(s.job, model, json::array({choice_chunk((int)i, delta_json(d), nullptr, lp)}))))
         return false;
@@ -164,8 +168,12 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
       json err = error_body(ApiError{500, c.error(), "server_error", "", ""});
       if (!send(err)) return false;
     }
+    // Tokens whose text the stop filter held back and then cut: their entries come last.
+    json lp = s.lp_sent[i] < c.content_tokens().size()
+                  ? stream_logprobs(s, i, c.content_tokens().size())
+                  : json(nullptr);
     if (!send(chunk(s.job, model,
-                    json::array({choice_chunk((int)i, json::object(), c.finish_reason())})))) {
+                    json::array({choice_chunk((int)i, json::object(), c.finish_reason(), lp)})))) {
       return false;
     }
   }
@@ -249,7 +257,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
     *err = bad_request("this model's maximum context length is " +
                            std::to_string(ctx.engine->max_model_len()) +
                            " tokens; the prompt has " + std::to_string(ids.size()),
-                       "messages");
+                       prompt_param(ep));
     return false;
   }
   const int64_t dflt =
@@ -269,13 +277,12 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
     auto parser = harmony::StreamingParser::create(ctx.tok);
     if (!parser.ok()) return *err = from_status(parser.status()), false;
     auto stream = ctx.engine->submit(ids, g);
-    if (!stream.ok()) {
-      *err = from_status(stream.status());
-      if (stream.status().code() == StatusCode::kInvalidArgument) err->param = "max_tokens";
-      return false;  // ~ChatChoice cancels the ones already submitted
+    if (!stream.ok()) {  // ~ChatChoice cancels the ones already submitted
+      const auto n_ids = static_cast<int64_t>(ids.size());
+      return *err = submit_error(stream.status(), ep, n_ids, ctx.engine->max_model_len()), false;
     }
     job->choices.push_back(
-        std::make_unique<ChatChoice>(*stream, std::move(parser).value(), job->ro.stop));
+        std::make_unique<ChatChoice>(*stream, std::move(parser).value(), job->ro.stop, ctx.tok));
     job->choices.back()->set_silent_stop_ids(ctx.chat_silent_stop_ids);
     job->prefill_deltas.emplace_back();
     job->choices.back()->prefill(cons.steer_ids, &job->prefill_deltas.back());

@@ -51,7 +51,10 @@ void client_gone(httplib::Response& res);
 
 // Writes an OpenAI error response (429 adds Retry-After).
 void send_error(httplib::Response& res, const ApiError& e);
-// Parses the body as a JSON object, checks "model". False (with err) otherwise.
+// The body as a JSON object (UTF-8, nesting depth and JSON syntax checked). False (with err)
+// otherwise.
+bool json_object_body(const httplib::Request& req, json* body, ApiError* err);
+// json_object_body, then checks "model". False (with err) otherwise.
 bool parse_body(const Ctx& ctx, const httplib::Request& req, json* body, ApiError* err);
 std::string make_id(Ctx& ctx, const char* prefix);
 int64_t unix_now();
@@ -80,5 +83,8 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
 void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_get_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_delete_response(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 
 }  // namespace gossamer::server

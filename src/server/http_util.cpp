@@ -168,4 +168,14 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
+bool valid_content_length(const std::vector<std::string>& values) {
+  for (const std::string& v : values) {
+    if (v.empty() || v.size() > 18 || v != values[0]) return false;  // 18 digits < 2^63
+    for (char c : v) {
+      if (c < '0' || c > '9') return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace gossamer::server

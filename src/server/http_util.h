@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -47,5 +48,10 @@ bool json_nesting_exceeds(std::string_view text, int max_depth = kMaxJsonDepth);
 
 // Checks that a string is valid UTF-8.
 bool valid_utf8(std::string_view s);
+
+// The Content-Length header values of a request frame its body: none, or values that are all
+// the same 1*DIGIT (RFC 9110 8.6) below 2^63. cpp-httplib reads "-5" with strtoull (2^64 - 5)
+// and "abc" as 0, so the server checks the values itself before the body is read.
+bool valid_content_length(const std::vector<std::string>& values);
 
 }  // namespace gossamer::server

@@ -226,8 +226,37 @@ bool parse_request_options(const json& b, Endpoint ep, int64_t default_max_token
                          "stream_options.include_usage");
       return false;
     }
+    if (ep != Endpoint::kResponses && !out->stream) {  // as OpenAI (and vLLM) answer
+      *err = bad_request("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                         "stream_options");
+      return false;
+    }
   }
   return true;
+}
+
+const char* prompt_param(Endpoint ep) {
+  switch (ep) {
+    case Endpoint::kChat:
+      return "messages";
+    case Endpoint::kCompletions:
+      return "prompt";
+    case Endpoint::kResponses:
+      return "input";
+  }
+  return "";
+}
+
+const char* max_tokens_param(Endpoint ep) {
+  return ep == Endpoint::kResponses ? "max_output_tokens" : "max_tokens";
+}
+
+ApiError submit_error(const Status& st, Endpoint ep, int64_t prompt_tokens, int64_t max_model_len) {
+  ApiError e = from_status(st);
+  if (e.http_status == 400 && e.param.empty()) {
+    e.param = prompt_tokens >= max_model_len ? prompt_param(ep) : max_tokens_param(ep);
+  }
+  return e;
 }
 
 }  // namespace gossamer::server

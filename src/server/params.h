@@ -35,4 +35,13 @@ struct RequestOptions {
 bool parse_request_options(const json& body, Endpoint ep, int64_t default_max_tokens,
                            RequestOptions* out, ApiError* err, int64_t vocab = 0);
 
+// The request fields that hold the prompt ("messages", "prompt", "input") and the token limit
+// ("max_tokens"; Responses: "max_output_tokens"), as error params.
+const char* prompt_param(Endpoint ep);
+const char* max_tokens_param(Endpoint ep);
+// An error of Engine::submit as an OpenAI error. A 400 that names no field (the request does not
+// fit the context or the KV cache) names the prompt when it alone leaves no room for a token,
+// else the token limit.
+ApiError submit_error(const Status& st, Endpoint ep, int64_t prompt_tokens, int64_t max_model_len);
+
 }  // namespace gossamer::server

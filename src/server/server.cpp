@@ -1,12 +1,11 @@
-// Routing, auth, limits and the small endpoints (/v1/models, /health, /metrics, /tokenize,
-// /detokenize, /apply-template).
+// Routing, auth, limits and the small endpoints (/v1/models, /health, /metrics); /tokenize,
+// /detokenize and /apply-template are in tokenize_handler.cpp.
 #include "server/server.h"
 
 #include <algorithm>
 #include <chrono>
 #include <random>
 
-#include "harmony/render.h"
 #include "server/handlers.h"
 
 namespace gossamer::server {
@@ -76,9 +75,6 @@ int64_t unix_now() {
       .count();
 }
 
-namespace {
-
-// The body as a JSON object: UTF-8, nesting depth and JSON syntax checked.
 bool json_object_body(const httplib::Request& req, json* body, ApiError* err) {
   if (!valid_utf8(req.body))
     return *err = bad_request("the request body is not valid UTF-8"), false;
@@ -93,6 +89,8 @@ bool json_object_body(const httplib::Request& req, json* body, ApiError* err) {
     return *err = bad_request("the request body must be a JSON object"), false;
   return true;
 }
+
+namespace {
 
 ApiError model_not_found(const Ctx& ctx, const std::string& id) {
   return ApiError{
@@ -149,67 +147,6 @@ void handle_model(Ctx& ctx, const httplib::Request& req, httplib::Response& res)
   res.set_content(dump(model_json(ctx)), "application/json");
 }
 
-void handle_tokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body;
-  ApiError err;
-  if (!json_object_body(req, &body, &err)) return send_error(res, err);
-  std::vector<int32_t> ids;
-  if (body.contains("messages")) {
-    if (!body.contains("model")) body["model"] = ctx.opts.model_name;
-    auto p = harmony::render_chat_request(dump(body), *ctx.tok, ctx.opts.render);
-    if (!p.ok()) return send_error(res, from_status(p.status()));
-    ids = p->ids;
-  } else {
-    auto it = body.find("prompt");
-    if (it == body.end() || !it->is_string()) {
-      return send_error(res, bad_request("'prompt' (string) or 'messages' is required", "prompt"));
-    }
-    bool special = false;
-    for (const char* k : {"add_special_tokens", "allow_special"}) {
-      auto f = body.find(k);
-      if (f == body.end() || f->is_null()) continue;
-      if (!f->is_boolean()) {
-        return send_error(res, bad_request(std::string("'") + k + "' must be a boolean", k));
-      }
-      special = special || f->get<bool>();
-    }
-    ids = ctx.tok->encode(it->get<std::string>(), special);
-  }
-  res.set_content(
-      dump(json{
-          {"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine->max_model_len()}}),
-      "application/json");
-}
-
-void handle_detokenize(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body;
-  ApiError err;
-  if (!json_object_body(req, &body, &err)) return send_error(res, err);
-  auto it = body.find("tokens");
-  if (it == body.end() || !it->is_array()) {
-    return send_error(res, bad_request("'tokens' must be an array of integers", "tokens"));
-  }
-  std::vector<int32_t> ids;
-  for (const auto& t : *it) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
-      return send_error(res, bad_request("'tokens' must contain non-negative integers", "tokens"));
-    }
-    ids.push_back(t.get<int32_t>());
-  }
-  auto text = ctx.tok->decode(ids);
-  if (!text.ok()) return send_error(res, bad_request(text.status().message(), "tokens"));
-  res.set_content(dump(json{{"prompt", *text}}), "application/json");
-}
-
-void handle_apply_template(Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body;
-  ApiError err;
-  if (!json_object_body(req, &body, &err)) return send_error(res, err);
-  auto p = harmony::render_chat_request(dump(body), *ctx.tok, ctx.opts.render);
-  if (!p.ok()) return send_error(res, from_status(p.status()));
-  res.set_content(dump(json{{"prompt", p->text}, {"tokens", p->ids}}), "application/json");
-}
-
 const char* status_message(int status) {
   switch (status) {
     case 400:  // httplib could not read the request
@@ -262,6 +199,18 @@ void install_routes(Server::Impl& s) {
   Ctx& ctx = s.ctx;
   auto& h = s.http;
   h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    // Before httplib reads the body: it takes "-5" for 2^64 - 5 bytes (and reads until its read
+    // timeout before answering) and "abc" for 0 (and leaves the body unread).
+    std::vector<std::string> lengths;
+    for (size_t i = 0; i < req.get_header_value_count("Content-Length"); ++i) {
+      lengths.push_back(req.get_header_value("Content-Length", i));
+    }
+    if (!valid_content_length(lengths)) {
+      res.set_header("Connection", "close");  // the body was not read: the framing is lost
+      send_error(res, bad_request("invalid Content-Length header: " + lengths[0] +
+                                  " (a decimal byte count, one value)"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (ctx.opts.api_key.empty() || !needs_auth(req.path))
       return httplib::Server::HandlerResponse::Unhandled;
     if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {

@@ -1,5 +1,5 @@
-// SSE framing, OpenAI error shape, bearer check, UTF-8 validation, request-field validation and
-// stop-string filtering.
+// SSE framing, OpenAI error shape, bearer check, UTF-8 validation, Content-Length values,
+// request-field validation, submit errors and stop-string filtering.
 #include <gtest/gtest.h>
 
 #include "common/test_seed.h"
@@ -158,6 +158,58 @@ TEST(Params, RejectsWrongTypesAndRanges) {
     EXPECT_EQ(err.param, field) << body;
     EXPECT_NE(err.message.find(field), std::string::npos) << err.message;
     EXPECT_EQ(err.message.find("got -"), std::string::npos) << err.message;  // no wrapped value
+  }
+}
+
+TEST(Params, StreamOptionsOnlyWithStream) {
+  for (Endpoint ep : {Endpoint::kChat, Endpoint::kCompletions}) {
+    for (const char* body : {R"({"stream_options":{"include_usage":true}})",
+                             R"({"stream":false,"stream_options":{}})"}) {
+      RequestOptions ro;
+      ApiError err;
+      EXPECT_FALSE(parse_request_options(json::parse(body), ep, 100, &ro, &err)) << body;
+      EXPECT_EQ(err.param, "stream_options");
+      EXPECT_EQ(err.message,
+                "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+    }
+    for (const char* body : {R"({"stream":true,"stream_options":{"include_usage":true}})",
+                             R"({"stream_options":null})", R"({"stream":false})"}) {
+      RequestOptions ro;
+      ApiError err;
+      EXPECT_TRUE(parse_request_options(json::parse(body), ep, 100, &ro, &err)) << body;
+    }
+  }
+}
+
+TEST(Params, SubmitErrorNamesTheEndpointsField) {
+  const Status too_long = InvalidArgument("this model's maximum context length is 10 tokens");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kChat, 4, 10).param, "max_tokens");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kChat, 10, 10).param, "messages");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kCompletions, 4, 10).param, "max_tokens");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kCompletions, 11, 10).param, "prompt");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kResponses, 4, 10).param, "max_output_tokens");
+  EXPECT_EQ(submit_error(too_long, Endpoint::kResponses, 12, 10).param, "input");
+  const ApiError e = submit_error(too_long, Endpoint::kChat, 4, 10);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.message, too_long.message());
+  // A message naming its field keeps it; other errors name none.
+  EXPECT_EQ(submit_error(InvalidArgument("stop[2]: bad"), Endpoint::kChat, 4, 10).param, "stop[2]");
+  const ApiError full =
+      submit_error(ResourceExhausted("the request queue is full"), Endpoint::kCompletions, 4, 10);
+  EXPECT_EQ(full.http_status, 429);
+  EXPECT_EQ(full.param, "");
+}
+
+TEST(Http, ContentLengthMustBeOneDecimalCount) {
+  using V = std::vector<std::string>;
+  EXPECT_TRUE(valid_content_length(V{}));
+  EXPECT_TRUE(valid_content_length(V{"0"}));
+  EXPECT_TRUE(valid_content_length(V{"1234"}));
+  EXPECT_TRUE(valid_content_length(V{"17", "17"}));
+  EXPECT_TRUE(valid_content_length(V{"999999999999999999"}));  // 18 digits
+  for (const V& bad : {V{"-5"}, V{"abc"}, V{"+5"}, V{""}, V{"5 "}, V{"1e3"}, V{"0x10"}, V{"5, 5"},
+                       V{"17", "18"}, V{"9999999999999999999"}}) {
+    EXPECT_FALSE(valid_content_length(bad)) << bad[0];
   }
 }
 

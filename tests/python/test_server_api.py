@@ -449,16 +449,21 @@ def test_max_tokens_near_int64_max_is_rejected_at_once(server):
         ("/v1/chat/completions", {"messages": MSGS, "max_tokens": huge}, "max_tokens"),
         ("/v1/chat/completions", {"messages": MSGS, "max_completion_tokens": huge}, "max_tokens"),
         ("/v1/completions", {"prompt": "hi", "max_tokens": huge}, "max_tokens"),
-        ("/v1/responses", {"input": "hi", "max_output_tokens": huge}, "max_tokens"),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": huge}, "max_output_tokens"),
     ]:
         t0 = time.time()
         err = expect_error(server, path, dict(body, model=MODEL), 400, field)
         assert "maximum context length" in err["message"] and time.time() - t0 < 10
     m = metrics(server)
     assert m["gossamer_num_requests_running"] == 0 and m["gossamer_num_requests_waiting"] == 0
-    # Too long a prompt names the prompt.
+    # Too long a prompt names the prompt, as each endpoint spells it.
     expect_error(server, "/v1/completions",
                  {"model": MODEL, "prompt": [1] * 2100, "max_tokens": 1}, 400, "prompt")
+    long_text = " hi" * 2100
+    expect_error(server, "/v1/chat/completions",
+                 {"model": MODEL, "messages": [{"role": "user", "content": long_text}]}, 400,
+                 "messages")
+    expect_error(server, "/v1/responses", {"model": MODEL, "input": long_text}, 400, "input")
 
 
 def test_methods_routes_and_model_retrieve(server, client):
@@ -505,3 +510,102 @@ def test_completions_suffix_best_of_and_incomplete_items(server, client):
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
     calls = [o for o in r.output if o.type == "function_call"]
     assert len(calls) == 1 and calls[0].status == "incomplete", r.output
+
+
+# ------------------------------------------------------------------------------------------------
+# 9. chat logprobs cover the content; stream_options needs stream; a bad Content-Length
+# ------------------------------------------------------------------------------------------------
+def test_chat_logprobs_cover_the_content(client):
+    """The random model mostly ends inside a message header, whose text the parser keeps as
+    content when generation ends: those tokens had no logprobs (content non-empty, entries [])."""
+    covered = 0
+    for seed in range(4):
+        kw = dict(model=MODEL, messages=MSGS, max_tokens=10, logprobs=True, top_logprobs=2, n=2,
+                  seed=seed * 101)
+        r = client.chat.completions.create(**kw)
+        streamed = {}
+        for ch in client.chat.completions.create(stream=True, **kw):
+            for c in ch.choices:
+                if c.logprobs and c.logprobs.content:
+                    streamed.setdefault(c.index, []).extend(c.logprobs.content)
+        for c in r.choices:
+            entries = c.logprobs.content
+            if c.message.content:
+                assert entries, (seed, c.message.content)
+                covered += 1
+            raw = b"".join(bytes(e.bytes) for e in entries)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None  # the parser replaced the invalid bytes its own way
+            if len(entries) == 10 and text is not None:  # every generated token is content
+                assert text == c.message.content, seed
+            # Streaming: the same entries, in order, spread over the chunks.
+            s = streamed.get(c.index, [])
+            assert [e.token for e in s] == [e.token for e in entries], seed
+            assert all(abs(a.logprob - b.logprob) < 1e-5 for a, b in zip(s, entries))
+    assert covered > 0
+
+
+def test_stream_options_needs_stream(server):
+    for path, body in [("/v1/chat/completions", {"messages": MSGS}),
+                       ("/v1/completions", {"prompt": "Hi"})]:
+        body = dict(body, model=MODEL, max_tokens=1)
+        for stream in ({"stream": False}, {}):
+            err = expect_error(server, path,
+                               dict(body, stream_options={"include_usage": True}, **stream), 400,
+                               "stream_options")
+            assert "only allowed when 'stream' is enabled" in err["message"], err
+        r = requests.post(server.base + path, json=dict(body, stream_options=None), timeout=60)
+        assert r.status_code == 200, r.text  # null is no stream_options
+        r = requests.post(server.base + path, timeout=60, stream=True,
+                          json=dict(body, stream=True, stream_options={"include_usage": True}))
+        assert r.status_code == 200 and '"usage"' in r.text
+
+
+def raw_response(sock):
+    """One HTTP response from a socket: (status line + headers, body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        d = sock.recv(65536)
+        if not d:
+            break
+        data += d
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+             if ln.lower().startswith(b"content-length:")][0])
+    while len(body) < n:
+        d = sock.recv(65536)
+        if not d:
+            break
+        body += d
+    return head.decode(), body
+
+
+def test_bad_content_length_is_answered_at_once(server):
+    """httplib reads Content-Length with strtoull: "-5" (2^64 - 5) had no reply until its read
+    timeout, "abc" (0) left the body unread and blamed the JSON."""
+    payload = json.dumps({"model": MODEL, "prompt": "Hi", "max_tokens": 1}).encode()
+    for lengths in (["-5"], ["abc"], ["+5"], ["1e3"], ["99999999999999999999999"],
+                    [str(len(payload)), str(len(payload) + 1)]):
+        head = "".join(f"Content-Length: {v}\r\n" for v in lengths)
+        s = socket.create_connection(("127.0.0.1", server.port))
+        s.settimeout(5)
+        t0 = time.time()
+        s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                  f"Content-Type: application/json\r\n{head}\r\n".encode() + payload)
+        status, body = raw_response(s)
+        s.close()
+        assert time.time() - t0 < 2, lengths
+        assert status.startswith("HTTP/1.1 400"), (lengths, status)
+        assert "Connection: close" in status, status
+        err = json.loads(body)["error"]
+        assert "Content-Length" in err["message"] and err["type"] == "invalid_request_error"
+    # A valid one on the same kind of raw request still works.
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.settimeout(30)
+    s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    status, body = raw_response(s)
+    s.close()
+    assert status.startswith("HTTP/1.1 200") and json.loads(body)["object"] == "text_completion"
