@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "model/safetensors.h"
@@ -37,6 +40,29 @@ json model_summary(const LoadedModel& m) {
           {"tie_word_embeddings", c.tie_word_embeddings}};
 }
 
+// Store tensors that load_model bound to nothing (unknown names, biases with attention_bias
+// false, lm_head with tied embeddings): accepted, and listed, as transformers' load report lists
+// them as UNEXPECTED.
+std::vector<std::string> unused_tensors(const LoadedModel& m) {
+  std::set<const void*> bound;
+  auto add = [&](std::initializer_list<const TensorRef*> ts) {
+    for (const TensorRef* t : ts) bound.insert(t->data);
+  };
+  add({&m.weights.embed, &m.weights.final_norm, &m.weights.lm_head});
+  for (const LayerWeights& l : m.weights.layers) {
+    add({&l.attn_norm, &l.mlp_norm, &l.sinks, &l.q_w, &l.q_b, &l.k_w, &l.k_b, &l.v_w, &l.v_b});
+    add({&l.o_w, &l.o_b, &l.router_w, &l.router_b, &l.gate_up_b, &l.down_b});
+    add({&l.gate_up.blocks, &l.gate_up.scales, &l.gate_up.dense});
+    add({&l.down.blocks, &l.down.scales, &l.down.dense});
+  }
+  std::vector<std::string> out;
+  for (const std::string& name : m.store->names()) {
+    auto t = m.store->get(name);
+    if (t.ok() && (t->numel() == 0 || bound.count(t->data) == 0)) out.push_back(name);
+  }
+  return out;
+}
+
 Status dump_tensor(const TensorRef& t, const fs::path& file) {
   std::ofstream out(file, std::ios::binary);
   out.write(static_cast<const char*>(t.data),
@@ -52,6 +78,13 @@ Status inspect(const InspectArgs& a) {
   if (fs::is_directory(a.path, ec) && fs::exists(fs::path(a.path) / "config.json", ec)) {
     GS_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModel> m, load_model(a.path));
     out["model"] = model_summary(*m);
+    const std::vector<std::string> unused = unused_tensors(*m);
+    out["model"]["unused_tensors"] = unused;
+    if (!unused.empty()) {
+      std::fprintf(stderr,
+                   "gossamer inspect: note: %zu tensor(s) not used by the model, e.g. '%s'\n",
+                   unused.size(), unused[0].c_str());
+    }
     store = m->store;
   } else if (fs::is_directory(a.path, ec)) {
     GS_ASSIGN_OR_RETURN(store, TensorStore::open_dir(a.path));
@@ -91,7 +124,8 @@ void add_inspect_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Validate a checkpoint (model dir, *.safetensors dir or file); print its tensors");
-  cmd->add_option("path", args->path, "model directory or .safetensors file")->required();
+  // --model as in every other subcommand (and the README); or positional.
+  cmd->add_option("path,--model", args->path, "model directory or .safetensors file")->required();
   cmd->add_option("--dump", args->dump_dir, "write each tensor's raw bytes to DIR/<i>.bin");
   cmd->callback([args, exit_code] {
     const Status s = inspect(*args);

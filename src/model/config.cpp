@@ -253,8 +253,15 @@ Status ModelConfig::validate() const {
 }
 
 Result<ModelConfig> parse_config_json(const std::string& text, const std::string& source) {
-  json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return InvalidArgument(source + ": not valid JSON");
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {  // e.byte: 1-based index of the offending byte
+    return InvalidArgument(source + ": not valid JSON (near byte offset " +
+                           std::to_string(e.byte > 0 ? e.byte - 1 : 0) + "): " + e.what());
+  } catch (const json::exception& e) {
+    return InvalidArgument(source + ": not valid JSON: " + e.what());
+  }
   if (!root.is_object()) return InvalidArgument(source + ": top level is not a JSON object");
   ModelConfig cfg;
   Status s = parse_fields(root, &cfg);
@@ -267,8 +274,11 @@ Result<ModelConfig> load_config(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p(path);
   if (std::filesystem::is_directory(p, ec)) p /= "config.json";
+  if (!std::filesystem::exists(p, ec)) return NotFound(p.string() + ": cannot open config file");
+  // Not a FIFO (opening one waits for a writer) or a directory.
+  if (!std::filesystem::is_regular_file(p, ec)) return IoError(p.string() + ": not a regular file");
   std::ifstream in(p, std::ios::binary);
-  if (!in) return NotFound(p.string() + ": cannot open config file");
+  if (!in) return IoError(p.string() + ": cannot open config file");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return IoError(p.string() + ": read error");

@@ -21,28 +21,32 @@ namespace {
 constexpr double kDefaultTheta = 150000.0;
 constexpr int64_t kMaxPositions = int64_t{1} << 31;
 
-json default_yarn() {
-  return {{"rope_type", "yarn"}, {"factor", 32.0},    {"beta_fast", 32.0},
-          {"beta_slow", 1.0},    {"truncate", false}, {"original_max_position_embeddings", 4096}};
+const json& default_yarn() {
+  static const json kYarn = {{"rope_type", "yarn"}, {"factor", 32.0},
+                             {"beta_fast", 32.0},   {"beta_slow", 1.0},
+                             {"truncate", false},   {"original_max_position_embeddings", 4096}};
+  return kYarn;
 }
 
-// The dict transformers ends up with, and the config key it came from (for error messages).
-Result<std::pair<json, std::string>> rope_dict(const json& root) {
+// The dict transformers ends up with (a pointer into `root`, never a copy: copying a json value
+// recurses, and a deeply nested config would overflow the stack), and the config key it came
+// from (for error messages).
+Result<std::pair<const json*, std::string>> rope_dict(const json& root) {
   if (root.contains("rope_scaling")) {
     const json& v = root.at("rope_scaling");
     if (!v.is_null() && !v.is_object()) {
       return field_error("rope_scaling", "must be an object or null, found " + type_of(v));
     }
-    if (v.is_object() && !v.empty()) return std::pair{v, std::string("rope_scaling")};
+    if (v.is_object() && !v.empty()) return std::pair{&v, std::string("rope_scaling")};
   }
   if (has(root, "rope_parameters")) {
     const json& p = root.at("rope_parameters");
     if (!p.is_object()) {
       return field_error("rope_parameters", "must be an object or null, found " + type_of(p));
     }
-    return std::pair{p, std::string("rope_parameters")};
+    return std::pair{&p, std::string("rope_parameters")};
   }
-  return std::pair{default_yarn(), std::string("rope_scaling")};
+  return std::pair{&default_yarn(), std::string("rope_scaling")};
 }
 
 Status parse_theta(const json& root, const json& d, const std::string& key, ModelConfig* cfg) {
@@ -138,7 +142,8 @@ Status parse_yarn(const json& root, const json& d, const std::string& key, int64
 Status parse_rope(const json& root, ModelConfig* cfg) {
   cfg->rope_scaling = RopeScaling{};
   GS_ASSIGN_OR_RETURN(auto dk, rope_dict(root));
-  const auto& [d, key] = dk;
+  const json& d = *dk.first;
+  const std::string& key = dk.second;
   for (const char* layer_type : {"sliding_attention", "full_attention"}) {
     if (d.contains(layer_type)) {  // transformers' gpt-oss cannot run this form either
       return Unsupported("field '" + key + "." + layer_type +
@@ -165,7 +170,10 @@ Status parse_rope(const json& root, ModelConfig* cfg) {
 }
 
 Status validate_rope(const ModelConfig& c) {
-  if (!(c.rope_theta > 0)) return field_error("rope_theta", "must be > 0");
+  // The rotary frequencies theta^(-2i/d) must fall with i (and yarn divides by ln theta).
+  if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) {
+    return field_error("rope_theta", "must be > 1, found " + std::to_string(c.rope_theta));
+  }
   const RopeScaling& r = c.rope_scaling;
   if (r.rope_type == "none") return Status::Ok();
   if (r.rope_type != "yarn") {

@@ -24,7 +24,8 @@ namespace fs = std::filesystem;
 class MappedFile {
  public:
   static Result<std::unique_ptr<MappedFile>> open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then rejects it).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       const int err = errno;
       std::string m = path + ": cannot open: " + std::strerror(err);
@@ -75,6 +76,15 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// A short description of a JSON value for error messages: scalars as written (cut at 40
+// characters), arrays and objects by type only (dump() recurses: a deeply nested value would
+// overflow the stack).
+std::string brief(const json& v) {
+  if (v.is_structured()) return v.is_array() ? "an array" : "an object";
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
 // A non-negative JSON integer that fits in int64.
 bool get_u63(const json& v, uint64_t* out) {
   if (!v.is_number_integer()) return false;
@@ -105,9 +115,10 @@ Status parse_entry(const std::string& name, const json& v, TensorEntry* e) {
   uint64_t numel = 1;
   for (const json& d : v["shape"]) {
     uint64_t n = 0;
-    if (!get_u63(d, &n)) return Corrupt(where + ": shape entry " + d.dump() + " is not a size");
+    if (!get_u63(d, &n)) return Corrupt(where + ": shape entry " + brief(d) + " is not a size");
     if (__builtin_mul_overflow(numel, n, &numel) || numel > static_cast<uint64_t>(INT64_MAX)) {
-      return Corrupt(where + ": shape " + v["shape"].dump() + " overflows");
+      return Corrupt(where + ": shape " + shape_str(e->shape) + " times " + std::to_string(n) +
+                     " overflows int64");
     }
     e->shape.push_back(static_cast<int64_t>(n));
   }
@@ -226,6 +237,12 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* bytes, size_t 
   if (n < 2 || bytes[8] != '{') {
     return Corrupt(source + ": header (byte offset 8) is not a JSON object");
   }
+  // The JSON parser stops at a NUL byte as if the text ended there: reject it (as the reference
+  // implementation does) rather than ignore what follows.
+  if (const void* nul = std::memchr(bytes + 8, 0, n); nul != nullptr) {
+    return Corrupt(source + ": header has a NUL byte at file byte offset " +
+                   std::to_string(static_cast<const uint8_t*>(nul) - bytes));
+  }
   std::string dup;
   auto root = parse_header_json(reinterpret_cast<const char*>(bytes + 8), n, &dup);
   if (!root.ok()) return root.status().With(source);
@@ -249,12 +266,12 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* bytes, size_t 
 Result<std::map<std::string, std::string>> parse_safetensors_index(const std::string& text,
                                                                    const std::string& source) {
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    return Corrupt(source + ": not a JSON object");
-  }
+  if (root.is_discarded()) return Corrupt(source + ": not valid JSON");
+  if (!root.is_object()) return Corrupt(source + ": not a JSON object");
   if (!root.contains("weight_map") || !root["weight_map"].is_object()) {
     return Corrupt(source + ": 'weight_map' is missing or not an object");
   }
+  if (root["weight_map"].empty()) return Corrupt(source + ": 'weight_map' is empty");
   std::map<std::string, std::string> map;
   for (auto it = root["weight_map"].begin(); it != root["weight_map"].end(); ++it) {
     const std::string where = source + ": weight_map['" + it.key() + "']";
@@ -312,6 +329,9 @@ Result<std::unique_ptr<TensorStore>> TensorStore::open_files(
 namespace {
 
 Result<std::string> read_text(const fs::path& p) {
+  std::error_code ec;
+  // Not a FIFO (opening one waits for a writer) or a directory.
+  if (!fs::is_regular_file(p, ec)) return IoError(p.string() + ": not a regular file");
   std::ifstream in(p, std::ios::binary);
   if (!in) return IoError(p.string() + ": cannot open");
   std::ostringstream ss;
@@ -334,7 +354,7 @@ Result<std::unique_ptr<TensorStore>> TensorStore::open_dir(const std::string& di
     std::vector<std::string> paths;
     for (const auto& [shard, tensor] : first_user) {
       const fs::path p = d / shard;
-      if (!fs::is_regular_file(p, ec)) {
+      if (!fs::exists(p, ec)) {  // a FIFO or directory: MappedFile says "not a regular file"
         return NotFound(index.string() + ": weight_map references shard '" + shard +
                         "' (e.g. for tensor '" + tensor + "') but " + p.string() +
                         " does not exist");

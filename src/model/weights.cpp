@@ -206,7 +206,8 @@ Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& 
   GS_RETURN_IF_ERROR(b.flt(p + "k_proj.weight", {kv, h}, &w->k_w));
   GS_RETURN_IF_ERROR(b.flt(p + "v_proj.weight", {kv, h}, &w->v_w));
   GS_RETURN_IF_ERROR(b.flt(p + "o_proj.weight", {h, q}, &w->o_w));
-  // Biases are required when attention_bias is true; otherwise bound only if present.
+  // Biases are required when attention_bias is true. When false they are not bound even if
+  // present: transformers builds the projections without bias and ignores such tensors.
   const struct {
     const char* name;
     int64_t n;
@@ -216,9 +217,7 @@ Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& 
                 {"v_proj.bias", kv, &w->v_b},
                 {"o_proj.bias", h, &w->o_b}};
   for (const auto& bias : biases) {
-    if (c.attention_bias || b.has(p + bias.name)) {
-      GS_RETURN_IF_ERROR(b.flt(p + bias.name, {bias.n}, bias.out));
-    }
+    if (c.attention_bias) GS_RETURN_IF_ERROR(b.flt(p + bias.name, {bias.n}, bias.out));
   }
   return b.flt(p + "sinks", {c.num_attention_heads}, &w->sinks);
 }
