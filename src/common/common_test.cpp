@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "common/fifo_test_util.h"
+#include "common/file_util.h"
 #include "common/npy.h"
 #include "common/numerics.h"
 #include "common/status.h"
@@ -65,6 +69,61 @@ TEST(Npy, RoundTrip) {
   EXPECT_EQ(r->shape, (std::vector<int64_t>{3, 7}));
   EXPECT_EQ(r->data, v);
   std::remove(path.c_str());
+}
+
+// A fresh directory under the system temp dir, removed with its contents.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("gossamer_common_" + tag + "_" + std::to_string(getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(path / name, std::ios::binary) << bytes;
+    return (path / name).string();
+  }
+};
+
+TEST(ReadRegularFile, ReadsEveryByte) {
+  TempDir d("read");
+  std::string big(300000, '\0');  // several read() calls, NUL bytes included
+  std::mt19937 rng(7);
+  for (char& c : big) c = static_cast<char>(rng());
+  const std::string p = d.write("big.bin", big);
+  auto r = read_regular_file(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, big);
+  EXPECT_EQ(read_regular_file(d.write("empty", "")).value(), "");
+  std::filesystem::create_symlink(p, d.path / "link");  // symlinks are followed
+  EXPECT_EQ(read_regular_file((d.path / "link").string()).value(), big);
+}
+
+TEST(ReadRegularFile, RejectsWhatIsNotARegularFile) {
+  TempDir d("reject");
+  const auto expect_error = [](const std::string& path, StatusCode code, const std::string& what) {
+    auto r = read_regular_file(path);
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+    EXPECT_EQ(r.status().message().rfind(path + ": ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  expect_error((d.path / "missing").string(), StatusCode::kNotFound, "does not exist");
+  std::filesystem::create_symlink(d.path / "missing", d.path / "dangling");
+  expect_error((d.path / "dangling").string(), StatusCode::kNotFound, "does not exist");
+  const std::string file = d.write("file", "x");
+  expect_error(file + "/below", StatusCode::kNotFound, "does not exist");
+  std::filesystem::create_directory(d.path / "dir");
+  expect_error((d.path / "dir").string(), StatusCode::kIo, "not a regular file");
+  testing::ScopedFifo fifo(d.path / "fifo");  // returns at once instead of waiting for a writer
+  ASSERT_TRUE(fifo.ok());
+  expect_error(fifo.path(), StatusCode::kIo, "not a regular file");
+  expect_error("/dev/null", StatusCode::kIo, "not a regular file");
 }
 
 TEST(ThreadPool, CoversRangeExactlyOnce) {

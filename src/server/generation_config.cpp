@@ -1,42 +1,62 @@
 #include "server/generation_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 
-#include "server/http_util.h"
+#include "common/file_util.h"
 
 namespace gossamer::server {
+namespace {
+
+// Not server::json (ordered_json): its objects are vectors, and a key parsed after a deeply
+// nested value makes the vector grow by copying that value, recursively (a stack overflow).
+// std::map-based objects never move their values, so parsing stays iterative.
+using json = nlohmann::json;
+
+// A JSON value for an error message: scalars as written (cut at 40 characters), arrays and
+// objects by type only (dump() recurses: a deeply nested value would overflow the stack).
+std::string brief(const json& v) {
+  if (v.is_structured()) return v.is_array() ? "an array" : "an object";
+  std::string s = v.dump();
+  return s.size() > 40 ? s.substr(0, 40) + "..." : s;
+}
+
+}  // namespace
 
 Result<std::vector<int32_t>> read_generation_eos(const std::string& model_dir, int64_t vocab_size) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(model_dir) / "generation_config.json").string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::vector<int32_t>{};
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return IoError(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  // Not a FIFO (opening one would wait for a writer), a directory or a device.
+  auto text = read_regular_file(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) return std::vector<int32_t>{};
+    return text.status();
+  }
+  const json j = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument(path + ": not a JSON object");
   }
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return std::vector<int32_t>{};
-  json ids = it->is_array() ? *it : json::array({*it});
+  // The ids are read in place: copying a JSON value recurses as deep as it nests.
+  const bool is_list = it->is_array();
+  const size_t n = is_list ? it->size() : 1;
   std::vector<int32_t> out;
-  for (size_t i = 0; i < ids.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
+    const json& id = is_list ? (*it)[i] : *it;
     const std::string field =
-        it->is_array() ? "eos_token_id[" + std::to_string(i) + "]" : std::string("eos_token_id");
-    if (!ids[i].is_number_integer()) {
-      return InvalidArgument(path + ": " + field + " must be an integer, got " + ids[i].dump());
+        is_list ? "eos_token_id[" + std::to_string(i) + "]" : std::string("eos_token_id");
+    if (!id.is_number_integer()) {
+      return InvalidArgument(path + ": " + field + " must be an integer, got " + brief(id));
     }
-    const int64_t v = ids[i].get<int64_t>();
-    if (v < 0 || v >= vocab_size) {
-      return InvalidArgument(path + ": " + field + " = " + std::to_string(v) +
+    const bool in_range = vocab_size > 0 && id.is_number_unsigned()
+                              ? id.get<uint64_t>() < static_cast<uint64_t>(vocab_size)
+                              : id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size;
+    if (!in_range) {
+      return InvalidArgument(path + ": " + field + " = " + id.dump() +
                              " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
     }
-    out.push_back(static_cast<int32_t>(v));
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return out;
 }

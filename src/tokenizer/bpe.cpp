@@ -16,6 +16,11 @@ Result<BpeModel> BpeModel::build(const std::vector<std::pair<std::string, int32_
     if (id < 0) return Corrupt("model.vocab: negative id " + std::to_string(id));
     max_id = std::max(max_id, id);
   }
+  // Before anything is sized by max_id: a stray huge id must not allocate gigabytes.
+  if (max_id >= PairMap::kMaxValue || merges.size() >= static_cast<size_t>(PairMap::kMaxValue)) {
+    return Unsupported("model: more than " + std::to_string(PairMap::kMaxValue - 1) +
+                       " tokens or merges");
+  }
   std::vector<std::string_view> by_id(static_cast<size_t>(max_id + 1));
   m.present_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [bytes, id] : vocab) {
@@ -40,10 +45,6 @@ Result<BpeModel> BpeModel::build(const std::vector<std::pair<std::string, int32_
       return Unsupported("model.vocab: no token for the single byte " + std::to_string(b) +
                          " (byte-level BPE needs all 256)");
     }
-  }
-  if (max_id >= PairMap::kMaxValue || merges.size() >= static_cast<size_t>(PairMap::kMaxValue)) {
-    return Unsupported("model: more than " + std::to_string(PairMap::kMaxValue - 1) +
-                       " tokens or merges");
   }
   m.merged_.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {

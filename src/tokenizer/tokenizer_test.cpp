@@ -3,10 +3,13 @@
 // regex, the two BPE merge strategies against each other, UTF-8 rules, loader errors, and
 // the streaming decoder. Random inputs are seeded from random_device (seed printed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "common/fifo_test_util.h"
 #include "tokenizer/o200k_splitter.h"
 #include "tokenizer/test_text.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -113,6 +116,114 @@ TEST(Loader, ErrorsNameTheProblem) {
   auto missing = Tokenizer::load("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent/tokenizer.json"), std::string::npos);
+}
+
+// The message of load_from_json's error, or "OK".
+std::string load_error(const std::string& json) {
+  auto r = Tokenizer::load_from_json(json, "t.json");
+  return r.ok() ? std::string("OK") : r.status().message();
+}
+
+std::string deep_array(size_t n) {
+  return std::string(n, '[') + std::string(n, ']');
+}
+
+// tiny_json() with its pre_tokenizer replaced by `pt`.
+std::string with_pretokenizer(const std::string& pt) {
+  std::string j = tiny_json();
+  const std::string old = R"({"type": "ByteLevel", "add_prefix_space": false,
+    "use_regex": true})";
+  return j.replace(j.find(old), old.size(), pt);
+}
+
+TEST(Loader, FifoDirectoryAndDeviceAreErrorsNamingThePath) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gossamer_tok_load_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "tokenizer.json");
+  {
+    testing::ScopedFifo fifo(dir / "fifo.json");  // must not wait for a writer
+    ASSERT_TRUE(fifo.ok());
+    for (const std::string& p :
+         {fifo.path(), (dir / "tokenizer.json").string(), std::string("/dev/null")}) {
+      auto r = Tokenizer::load(p);
+      ASSERT_FALSE(r.ok()) << p;
+      EXPECT_EQ(r.status().code(), StatusCode::kIo);
+      EXPECT_NE(r.status().message().find(p + ": not a regular file"), std::string::npos)
+          << r.status().message();
+    }
+  }
+  std::ofstream(dir / "good.json") << tiny_json();
+  auto ok = Tokenizer::load((dir / "good.json").string());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)->encode("abc"), std::vector<int32_t>{257});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Loader, DeeplyNestedValuesAreErrorsNotStackOverflows) {
+  const std::string deep = deep_array(100000);
+  EXPECT_NE(load_error(R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": )" + deep + "}")
+                .find("model.type"),
+            std::string::npos);
+  std::string seq;  // Sequence inside Sequence, 100000 deep
+  for (int i = 0; i < 100000; ++i) seq += R"({"type": "Sequence", "pretokenizers": [)";
+  seq += R"({"type": "ByteLevel"})";
+  for (int i = 0; i < 100000; ++i) seq += "]}";
+  EXPECT_NE(load_error(with_pretokenizer(seq)).find("Sequence nested more than 32 deep"),
+            std::string::npos);
+  const std::string split = R"({"type": "Split", "behavior": "Isolated", "pattern": )";
+  EXPECT_NE(load_error(with_pretokenizer(split + deep + "}")).find("pre_tokenizer.pattern"),
+            std::string::npos);
+  EXPECT_NE(load_error(with_pretokenizer(R"({"type": "Split", "behavior": )" + deep + "}"))
+                .find("only Split with behavior Isolated"),
+            std::string::npos);
+  std::string j = tiny_json();  // deep values where strings, ids or booleans belong
+  EXPECT_NE(load_error(j.replace(j.find("\"ab\": 256"), 9, "\"ab\": " + deep))
+                .find(R"(model.vocab["ab"])"),
+            std::string::npos);
+  j = tiny_json();
+  EXPECT_NE(load_error(j.replace(j.find("\"special\": true"), 15, "\"special\": " + deep))
+                .find("added_tokens[0].special: not a boolean"),
+            std::string::npos);
+  j = tiny_json();
+  EXPECT_NE(load_error(j.replace(j.find(R"(["a", "b"])"), 10, deep)).find("model.merges[0]"),
+            std::string::npos);
+}
+
+TEST(Loader, WrongTypesAndHugeIdsAreErrors) {
+  EXPECT_NE(load_error(with_pretokenizer(R"({"type": "ByteLevel", "add_prefix_space": "no"})"))
+                .find("pre_tokenizer.add_prefix_space: not a boolean"),
+            std::string::npos);
+  EXPECT_NE(load_error(with_pretokenizer(R"({"type": "ByteLevel", "use_regex": 1})"))
+                .find("pre_tokenizer.use_regex: not a boolean"),
+            std::string::npos);
+  std::string j = tiny_json();
+  EXPECT_NE(load_error(j.replace(j.find("\"id\": 300"), 9, "\"id\": 4294967596"))
+                .find("added_tokens[0]: needs an integer id"),
+            std::string::npos);
+  j = tiny_json();
+  EXPECT_NE(load_error(j.replace(j.find("\"ab\": 256"), 9, "\"ab\": -3"))
+                .find(R"(model.vocab["ab"]: id is not an integer)"),
+            std::string::npos);
+  j = tiny_json();  // in range for int32 but far beyond any vocab: no giant allocation
+  EXPECT_NE(load_error(j.replace(j.find("\"ab\": 256"), 9, "\"ab\": 2147483647"))
+                .find("tokens or merges"),
+            std::string::npos);
+  j = tiny_json();
+  const std::string bpe = R"("type": "BPE",)";
+  EXPECT_NE(load_error(j.replace(j.find(bpe), bpe.size(), bpe + R"( "ignore_merges": "yes",)"))
+                .find("model.ignore_merges: not a boolean"),
+            std::string::npos);
+  // A Split (then ByteLevel) with invert 0, false or absent.
+  const auto split = [](const std::string& invert) {
+    return with_pretokenizer(R"({"type": "Sequence", "pretokenizers": [{"type": "Split", )" +
+                             invert + R"("behavior": "Isolated", "pattern": {"String": " "}},
+        {"type": "ByteLevel"}]})");
+  };
+  EXPECT_NE(load_error(split(R"("invert": 0, )")).find("pretokenizers[0].invert: not a boolean"),
+            std::string::npos);
+  EXPECT_EQ(load_error(split(R"("invert": false, )")), "OK");
+  EXPECT_EQ(load_error(split("")), "OK");
 }
 
 TEST(Bpe, QuadraticAndHeapMergesAgree) {

@@ -1,0 +1,20 @@
+// Whole-file reads for small text files (config.json, tokenizer.json, generation_config.json)
+// that never block on a FIFO and never treat a directory or a device as a file.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace gossamer {
+
+// The contents of the regular file at `path` (symlinks are followed). Every error message starts
+// with `path`:
+//   NotFound    nothing is there (or a dangling symlink, or a parent is not a directory);
+//   IoError     "PATH: not a regular file" for a directory, FIFO, socket or device: the file is
+//               opened with O_NONBLOCK, so a FIFO without a writer does not block, and fstat on
+//               the open descriptor decides (no race between a check and the open);
+//   IoError     "PATH: cannot open: <reason>" / "PATH: read error: <reason>" otherwise.
+Result<std::string> read_regular_file(const std::string& path);
+
+}  // namespace gossamer
