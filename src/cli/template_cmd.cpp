@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/json_depth.h"
 #include "harmony/parser.h"
 #include "harmony/render.h"
 #include "tokenizer/tokenizer.h"
@@ -85,10 +86,17 @@ Json parse_json(const std::vector<int32_t>& ids, std::shared_ptr<const Tokenizer
 Result<std::vector<int32_t>> read_ids(const std::string& text, bool json_array) {
   std::vector<int32_t> ids;
   if (json_array) {
+    if (json_nesting_exceeds(text)) return InvalidArgument("expected a JSON array of ids");
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_array()) return InvalidArgument("expected a JSON array of ids");
     for (const auto& v : j) {
-      if (!v.is_number_integer()) return InvalidArgument("token id is not an integer: " + v.dump());
+      if (!v.is_number_integer()) {
+        return InvalidArgument("token id is not an integer: " +
+                               (v.is_structured() ? std::string(v.type_name()) : v.dump()));
+      }
+      if (v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+        return InvalidArgument("token id out of range: " + v.dump());
+      }
       ids.push_back(v.get<int32_t>());
     }
     return ids;

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "common/json_depth.h"
 #include "harmony/typescript_schema.h"
 
 namespace gossamer::harmony {
@@ -346,6 +347,10 @@ Result<ChatRequest> parse_chat_request(const Json& request) {
 }
 
 Result<ChatRequest> parse_chat_request(const std::string& request_json) {
+  if (json_nesting_exceeds(request_json)) {
+    return InvalidArgument("request: JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                           " levels");
+  }
   Json j;
   try {
     j = Json::parse(request_json);

@@ -156,6 +156,19 @@ TEST(HarmonyRequest, ErrorsNameTheField) {
     ASSERT_FALSE(r.ok()) << c.json;
     EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
   }
+  // Nested 100,000 deep (ordered_json would overflow the stack copying it): an error, not a
+  // crash; 100 levels of a tool's parameters still parse.
+  const std::string deep = R"({"messages":[{"role":"user","content":"x"}],"tools":)" +
+                           std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto r = parse_chat_request(deep);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nests deeper than"), std::string::npos);
+  std::string params = "{}";
+  for (int i = 0; i < 100; ++i) params = R"({"type":"object","properties":{"a":)" + params + "}}";
+  auto ok = parse_chat_request(
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":)" +
+      params + "}}]}");
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
 TEST(HarmonyRequest, AssistantMapping) {

@@ -4,10 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/file_util.h"
 #include "model/config_json.h"
 
 namespace gossamer {
@@ -274,15 +273,12 @@ Result<ModelConfig> load_config(const std::string& path) {
   std::error_code ec;
   std::filesystem::path p(path);
   if (std::filesystem::is_directory(p, ec)) p /= "config.json";
-  if (!std::filesystem::exists(p, ec)) return NotFound(p.string() + ": cannot open config file");
-  // Not a FIFO (opening one waits for a writer) or a directory.
-  if (!std::filesystem::is_regular_file(p, ec)) return IoError(p.string() + ": not a regular file");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return IoError(p.string() + ": cannot open config file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError(p.string() + ": read error");
-  return parse_config_json(ss.str(), p.string());
+  Result<std::string> text = read_regular_file(p.string());  // a FIFO or directory: an error
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    return NotFound(p.string() + ": cannot open config file (it does not exist)");
+  }
+  if (!text.ok()) return text.status();
+  return parse_config_json(*text, p.string());
 }
 
 std::string config_to_json(const ModelConfig& c) {

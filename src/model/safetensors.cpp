@@ -10,10 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+
+#include "common/file_util.h"
 
 namespace gossamer {
 
@@ -326,28 +326,13 @@ Result<std::unique_ptr<TensorStore>> TensorStore::open_files(
   return store;
 }
 
-namespace {
-
-Result<std::string> read_text(const fs::path& p) {
-  std::error_code ec;
-  // Not a FIFO (opening one waits for a writer) or a directory.
-  if (!fs::is_regular_file(p, ec)) return IoError(p.string() + ": not a regular file");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return IoError(p.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<TensorStore>> TensorStore::open_dir(const std::string& dir) {
   const fs::path d(dir);
   std::error_code ec;
   if (!fs::is_directory(d, ec)) return NotFound(dir + ": not a directory");
   const fs::path index = d / "model.safetensors.index.json";
   if (fs::exists(index, ec)) {
-    GS_ASSIGN_OR_RETURN(std::string text, read_text(index));
+    GS_ASSIGN_OR_RETURN(std::string text, read_regular_file(index.string()));
     GS_ASSIGN_OR_RETURN(auto map, parse_safetensors_index(text, index.string()));
     std::map<std::string, std::string> first_user;  // shard -> a tensor naming it
     for (const auto& [name, shard] : map) first_user.emplace(shard, name);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/json_depth.h"  // json_nesting_exceeds, kMaxJsonDepth (server.cpp)
 #include "common/status.h"
 
 namespace gossamer::server {
@@ -39,12 +40,6 @@ std::string sse_event(const std::string& name, const json& j);
 
 // Constant-time comparison of the Authorization header with "Bearer <key>".
 bool bearer_matches(std::string_view header, std::string_view key);
-
-// True when JSON text nests arrays / objects deeper than max_depth (brackets inside strings do
-// not count). Checked before parsing: code that walks a parsed request recursively (dump, schema
-// rendering) would overflow the stack on a body nested 100,000 deep.
-inline constexpr int kMaxJsonDepth = 512;
-bool json_nesting_exceeds(std::string_view text, int max_depth = kMaxJsonDepth);
 
 // Checks that a string is valid UTF-8.
 bool valid_utf8(std::string_view s);
