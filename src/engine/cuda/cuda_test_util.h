@@ -98,6 +98,7 @@ inline ModelConfig wide_config(std::mt19937_64& rng) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     c.layer_types.push_back(rng() % 2 ? LayerType::kSlidingAttention : LayerType::kFullAttention);
   c.sliding_window = pick(4, 64);
+  c.attention_bias = rng() % 4 != 0;  // without: the checkpoint's biases go unused (zeros)
   c.eos_token_ids = {1};
   c.pad_token_id = 0;
   return c;

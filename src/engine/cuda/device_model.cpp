@@ -213,11 +213,16 @@ Status CudaModelRunner::Impl::upload_weights(const LoadedModel& m) {
     GS_RETURN_IF_ERROR(up.raw(L.qkv_w, s.q_w, QD * H * 2, p + "q_proj.weight"));
     GS_RETURN_IF_ERROR(up.raw(L.qkv_w + QD * H, s.k_w, KD * H * 2, p + "k_proj.weight"));
     GS_RETURN_IF_ERROR(up.raw(L.qkv_w + (QD + KD) * H, s.v_w, KD * H * 2, p + "v_proj.weight"));
-    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b, s.q_b, QD, p + "q_proj.bias"));
-    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b + QD, s.k_b, KD, p + "k_proj.bias"));
-    GS_RETURN_IF_ERROR(up.vec_f32(L.qkv_b + QD + KD, s.v_b, KD, p + "v_proj.bias"));
+    // attention_bias false: the projections have no bias (load_model binds none), i.e. zeros.
+    auto bias = [&](float* dst, const TensorRef& t, size_t n, const char* name) {
+      return cfg.attention_bias ? up.vec_f32(dst, t, n, p + name)
+                                : up.zeros(dst, n * sizeof(float), p + name);
+    };
+    GS_RETURN_IF_ERROR(bias(L.qkv_b, s.q_b, QD, "q_proj.bias"));
+    GS_RETURN_IF_ERROR(bias(L.qkv_b + QD, s.k_b, KD, "k_proj.bias"));
+    GS_RETURN_IF_ERROR(bias(L.qkv_b + QD + KD, s.v_b, KD, "v_proj.bias"));
     GS_RETURN_IF_ERROR(up.raw(L.o_w, s.o_w, H * QD * 2, p + "o_proj.weight"));
-    GS_RETURN_IF_ERROR(up.vec_f32(L.o_b, s.o_b, H, p + "o_proj.bias"));
+    GS_RETURN_IF_ERROR(bias(L.o_b, s.o_b, H, "o_proj.bias"));
     GS_RETURN_IF_ERROR(up.vec_f32(L.sinks, s.sinks, cfg.num_attention_heads, p + "sinks"));
     GS_RETURN_IF_ERROR(up.raw(L.mlp_norm, s.mlp_norm, H * 2, p + "post_attention_layernorm"));
     GS_RETURN_IF_ERROR(up.raw(L.router_w, s.router_w, E * H * 2, p + "router.weight"));

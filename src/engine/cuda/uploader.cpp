@@ -78,6 +78,11 @@ Status Uploader::vec_f32(float* dst, const TensorRef& t, size_t n, const std::st
   return copy(dst, h.data(), n * sizeof(float), what);
 }
 
+Status Uploader::zeros(void* dst, size_t bytes, const std::string& what) {
+  const std::string ctx = "cuda runner: zeroing " + what;
+  return kern::cuda_status(cudaMemsetAsync(dst, 0, bytes, s_), ctx.c_str());
+}
+
 Status Uploader::raw(void* dst, const TensorRef& t, size_t bytes, const std::string& what) {
   if (static_cast<size_t>(t.numel() * dtype_size(t.dtype)) != bytes) {
     return InvalidArgument("cuda runner: tensor " + what + " has " +

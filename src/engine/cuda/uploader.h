@@ -29,6 +29,8 @@ class Uploader {
   Status copy(void* dst, const void* src, size_t bytes, const std::string& what);
   // Small vector (bf16/f16/f32 tensor of n elements) -> fp32 on the device.
   Status vec_f32(float* dst, const TensorRef& t, size_t n, const std::string& what);
+  // `bytes` zero bytes at `dst` (a bias the config says the model has not).
+  Status zeros(void* dst, size_t bytes, const std::string& what);
   // A tensor's raw bytes (size checked against `bytes`).
   Status raw(void* dst, const TensorRef& t, size_t bytes, const std::string& what);
   // Waits for every DMA; prints the final progress line (bytes, seconds, GB/s).
