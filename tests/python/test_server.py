@@ -9,6 +9,8 @@ library (detokenisation).
 import concurrent.futures
 import json
 import os
+import select
+import signal
 import socket
 import subprocess
 import time
@@ -550,3 +552,39 @@ def test_completions_max_tokens_zero_needs_echo(server, client):
     e = assert_openai_error(raw(server, {"model": MODEL, "prompt": "x", "echo": "yes"},
                                 path="/v1/completions"), 400)
     assert e["param"] == "echo"
+
+
+def test_listen_backlog_takes_a_burst_of_connects(server):
+    """While the server is stopped (SIGSTOP: nothing accepts), the kernel completes handshakes
+    only up to the listen backlog. httplib's built-in backlog of 5 left the rest of a burst of
+    64 clients waiting for the 1 s SYN retry; every one of them must connect at once."""
+    socks = []
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        for _ in range(64):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", server.port))
+            socks.append(s)
+        deadline = time.time() + 0.5
+        pending = list(socks)
+        while pending and time.time() < deadline:
+            _, writable, _ = select.select([], pending, [], 0.05)
+            pending = [s for s in pending if s not in writable]
+        errors = [s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) for s in socks
+                  if s not in pending]
+        assert not pending and not any(errors), f"{len(pending)} of 64 connects still pending"
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        for s in socks:
+            s.close()
+    assert requests.get(server.base + "/health", timeout=10).status_code == 200
+
+
+def test_a_port_in_use_is_refused(server, tokenizer_json, tmp_path):
+    """A second server on a live server's port exits with an error naming the address (httplib's
+    default SO_REUSEPORT would have let both listen and split the connections)."""
+    p = subprocess.run([gossamer_bin(), "serve", "--port", str(server.port), "--tokenizer",
+                        str(tokenizer_json), "--backend", "fake"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, GOSSAMER_CACHE=str(tmp_path)))
+    assert p.returncode != 0 and f"cannot listen on 127.0.0.1:{server.port}" in p.stderr, p.stderr
