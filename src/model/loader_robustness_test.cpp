@@ -16,6 +16,7 @@
 namespace gossamer {
 namespace {
 
+using testing::expect_error;
 using testing::st_file;
 using testing::st_raw;
 using testing::StTensor;
@@ -23,13 +24,6 @@ using testing::TempDir;
 
 std::string nested(size_t depth) {
   return std::string(depth, '[') + std::string(depth, ']');
-}
-
-template <class T>
-void expect_error(const Result<T>& r, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(r.ok()) << "expected an error mentioning " << *needles.begin();
-  const std::string& m = r.status().message();
-  for (const std::string& n : needles) EXPECT_NE(m.find(n), std::string::npos) << m;
 }
 
 void expect_header_error(const std::string& header, std::initializer_list<std::string> needles) {

@@ -13,18 +13,12 @@ namespace gossamer {
 namespace {
 
 using nlohmann::json;
+using testing::expect_error;
 using testing::random_bytes;
 using testing::st_file;
 using testing::st_raw;
 using testing::StTensor;
 using testing::TempDir;
-
-template <class T>
-void expect_error(const Result<T>& r, std::initializer_list<std::string> needles) {
-  ASSERT_FALSE(r.ok()) << "expected an error mentioning " << *needles.begin();
-  const std::string& m = r.status().message();
-  for (const std::string& n : needles) EXPECT_NE(m.find(n), std::string::npos) << m;
-}
 
 // Opens a single file holding `bytes` and expects an error naming the file and `needles`.
 void expect_file_error(const std::string& bytes, std::initializer_list<std::string> needles) {

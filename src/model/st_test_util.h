@@ -2,16 +2,29 @@
 // in a per-test temporary directory.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace gossamer::testing {
+
+// `r` failed, with a message that contains every one of `needles`.
+template <class T>
+void expect_error(const Result<T>& r, std::initializer_list<std::string> needles) {
+  ASSERT_FALSE(r.ok()) << "expected an error mentioning " << *needles.begin();
+  const std::string& m = r.status().message();
+  for (const std::string& n : needles) EXPECT_NE(m.find(n), std::string::npos) << m;
+}
 
 // A tensor to write: raw little-endian bytes as they must appear in the file.
 struct StTensor {
