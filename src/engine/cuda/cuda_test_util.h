@@ -137,6 +137,11 @@ inline void expect_near_tied_route(const std::string& dump, int step, int row, c
                           << " off but its routing is not near-tied in the reference";
 }
 
+// The index of the largest of v[0, n) (the lowest such index on ties).
+inline int argmax(const float* v, int64_t n) {
+  return static_cast<int>(std::max_element(v, v + n) - v);
+}
+
 // The first n entries of e (all of them when n >= e.size()).
 inline std::vector<double> head(const std::vector<double>& e, size_t n) {
   return {e.begin(), e.begin() + static_cast<std::ptrdiff_t>(std::min(n, e.size()))};
