@@ -1,40 +1,17 @@
 #include "server/json_constraint.h"
 
 #include <algorithm>
-#include <cctype>
+
+#include "harmony/parser.h"
 
 namespace gossamer::server {
 
 namespace {
 
-constexpr size_t kMaxHeader = 512;  // header bytes kept (a channel name comes early)
+// A header of more tokens is given up on, as the server's parser (default options) does.
+const size_t kMaxHeaderTokens = harmony::ParserOptions{}.max_header_tokens;
 
-// The channel named in a harmony header: the word after "<|channel|>" up to whitespace or the
-// next special token ("final" in "<|channel|>final <|constrain|>json").
-std::string channel_of(const std::string& header) {
-  constexpr std::string_view kTag = "<|channel|>";
-  const size_t at = header.find(kTag);
-  if (at == std::string::npos) return "";
-  size_t end = at + kTag.size();
-  while (end < header.size() && header.compare(end, 2, "<|") != 0 &&
-         !std::isspace(static_cast<unsigned char>(header[end]))) {
-    ++end;
-  }
-  return header.substr(at + kTag.size(), end - at - kTag.size());
-}
-
-// The recipient named in a harmony header: the word after "to=" ("functions.f" in
-// "<|channel|>commentary to=functions.f <|constrain|>json").
-std::string recipient_of(const std::string& header) {
-  const size_t at = header.find("to=");
-  if (at == std::string::npos) return "";
-  size_t end = at + 3;
-  while (end < header.size() && header.compare(end, 2, "<|") != 0 &&
-         !std::isspace(static_cast<unsigned char>(header[end]))) {
-    ++end;
-  }
-  return header.substr(at + 3, end - at - 3);
-}
+constexpr std::string_view kFunctions = "functions.";
 
 }  // namespace
 
@@ -62,8 +39,7 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
   GS_ASSIGN_OR_RETURN(c->channel_, special_token(tok, "<|channel|>"));
   GS_ASSIGN_OR_RETURN(c->return_, special_token(tok, "<|return|>"));
   GS_ASSIGN_OR_RETURN(c->call_, special_token(tok, "<|call|>"));
-  // Not used below, but a harmony tokenizer has it.
-  GS_RETURN_IF_ERROR(special_token(tok, "<|constrain|>").status());
+  GS_ASSIGN_OR_RETURN(c->constrain_, special_token(tok, "<|constrain|>"));
   c->forced_ = tok.encode("<|start|>assistant<|channel|>final<|message|>", true);
   if (c->forced_.size() < 3 || c->forced_.front() != c->start_ ||
       c->forced_.back() != c->message_) {
@@ -80,57 +56,76 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
 
 void JsonConstraint::restart() {
   seen_.clear();
-  in_body_ = start_in_body_;
+  phase_ = start_in_body_ ? Phase::kBody : Phase::kHeader;  // after the prompt's <|start|>assistant
   target_ = start_in_body_ ? 0 : -1;
-  in_message_ = false;
   header_.clear();
+  header_tokens_ = 0;
   forced_pos_ = -1;
   if (target_ >= 0) matchers_[0].reset();
   for (int32_t id : prefix_) consume(id);
 }
 
-int JsonConstraint::body_target() const {
-  if (first_tool_ > 0 && channel_of(header_) == "final") return 0;
-  const std::string to = recipient_of(header_);
-  if (to.empty()) return -1;
-  for (size_t k = 0; k < names_.size(); ++k) {
-    if (names_[k] == to) return first_tool_ + static_cast<int>(k);
+int JsonConstraint::body_target(const harmony::HeaderFields& h) const {
+  // As the parser: a recipient "functions.NAME" makes a tool call whatever the channel; any other
+  // recipient ("all", "browser.search") leaves the message to its channel.
+  if (h.recipient.size() > kFunctions.size() && h.recipient.starts_with(kFunctions)) {
+    for (size_t k = 0; k < names_.size(); ++k) {
+      if (names_[k] == h.recipient) return first_tool_ + static_cast<int>(k);
+    }
+    return -1;
   }
-  return -1;
+  return first_tool_ > 0 && h.channel == "final" ? 0 : -1;
 }
 
+void JsonConstraint::open_header(int32_t id) {
+  phase_ = Phase::kHeader;
+  header_.clear();
+  header_tokens_ = 0;
+  if (id == channel_) {  // the parser keeps it as the header's first token
+    header_ = "<|channel|>";
+    header_tokens_ = 1;
+  }
+}
+
+// The phases follow harmony::StreamingParser token by token (its kExpectStart, kHeader and
+// kContent; kBody is a content the constraint holds), so that a body is held exactly when the
+// parser reads it as the final answer or as a call to a held tool.
 void JsonConstraint::consume(int32_t id) {
   if (forced_pos_ >= 0) {  // a token other than the forced one: the runtime did not apply it
     forced_pos_ = id == forced_[static_cast<size_t>(forced_pos_)] ? forced_pos_ + 1 : -1;
     if (forced_pos_ == static_cast<int>(forced_.size())) forced_pos_ = -1;
   }
   const std::string* bytes = pieces_->bytes(id);
-  if (in_body_) {
+  if (phase_ == Phase::kBody) {
     if (bytes != nullptr) {
       // A rejected byte breaks the matcher: allowed() ends the body.
       matchers_[static_cast<size_t>(target_)].feed(*bytes);
       return;
     }
-    in_body_ = false;  // a special token ends the message
+    phase_ = Phase::kContent;  // a special token ends the held body
   }
-  if (id == start_) {
-    header_.clear();
-    in_message_ = false;
-  } else if (id == message_) {
-    in_message_ = true;
-    target_ = body_target();
-    if (target_ >= 0) {
-      in_body_ = true;
-      matchers_[static_cast<size_t>(target_)].reset();
-    }
-    header_.clear();
-  } else if (id == end_ || id == return_ || id == call_) {
-    in_message_ = false;
+  if (id == end_ || id == return_ || id == call_) {
+    phase_ = Phase::kExpectStart;
     header_.clear();
     if (id == end_ && force_) forced_pos_ = 0;
-  } else if (!in_message_ && header_.size() < kMaxHeader) {
-    // Header text: ordinary tokens' bytes; special ones as a boundary ("<|channel|>" by name).
-    header_ += bytes != nullptr ? *bytes : id == channel_ ? "<|channel|>" : "<|special|>";
+  } else if (id == start_ || (id == channel_ && phase_ != Phase::kHeader)) {
+    open_header(id);  // <|channel|> also closes a message, or opens a header without <|start|>
+  } else if (phase_ == Phase::kHeader && id == message_) {
+    const harmony::HeaderFields h = harmony::parse_header_text(harmony::sanitize_utf8(header_));
+    header_.clear();
+    target_ = body_target(h);
+    phase_ = target_ >= 0 ? Phase::kBody : Phase::kContent;
+    if (target_ >= 0) matchers_[static_cast<size_t>(target_)].reset();
+  } else if (phase_ == Phase::kHeader) {
+    // Special tokens spelled as the parser sees them where the header parse reads them; any
+    // other one only needs to be some "<|...|>" (a boundary for the channel, part of a word).
+    header_ += bytes != nullptr   ? *bytes
+               : id == channel_   ? "<|channel|>"
+               : id == constrain_ ? "<|constrain|>"
+                                  : "<|special|>";
+    if (++header_tokens_ > kMaxHeaderTokens) phase_ = Phase::kContent;  // given up on: content
+  } else if (phase_ == Phase::kExpectStart && bytes != nullptr) {
+    phase_ = Phase::kContent;  // text outside a message: content
   }
 }
 
@@ -143,7 +138,7 @@ std::optional<std::vector<int32_t>> JsonConstraint::allowed(std::span<const int3
     consume(generated[k]);
     seen_.push_back(generated[k]);
   }
-  if (in_body_) {
+  if (phase_ == Phase::kBody) {
     JsonMatcher& m = matchers_[static_cast<size_t>(target_)];
     std::vector<int32_t> out;
     m.collect(*trie_, &out);

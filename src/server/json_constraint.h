@@ -5,14 +5,19 @@
 //   force_final_after_end the tokens of "<|start|>assistant<|channel|>final<|message|>" are forced
 //   one at a time right after an <|end|> (the server sets it when the request has no tools, so
 //   the model cannot wander into other channels after its reasoning).
-// - The body of a message whose header (decoded text since the last <|start|>, e.g.
-//   "<|channel|>final <|constrain|>json") names channel "final" is held to JSON: only ordinary
-//   tokens that keep the body a prefix of a document the schema accepts (json_schema.h lists
-//   the enforced keywords); json_object mode: any JSON object. Once the top-level value is
-//   complete only <|return|> is allowed (also beside more digits of a top-level number).
+// - Which message a body belongs to is read as the output parser reads it: the same phases as
+//   harmony::StreamingParser (a header opens at <|start|>, or at <|channel|> between or inside
+//   messages; more than its max_header_tokens header tokens make content) and the same
+//   harmony::parse_header_text on the header's text (e.g. "<|channel|>final <|constrain|>json").
+// - The body of a message whose header names channel "final" and no "functions.*" recipient is
+//   held to JSON: only ordinary tokens that keep the body a prefix of a document the schema
+//   accepts (json_schema.h lists the enforced keywords); json_object mode: any JSON object. Once
+//   the top-level value is complete only <|return|> is allowed (also beside more digits of a
+//   top-level number).
 // - Tool calls: the body of a message whose header names the recipient "functions.NAME" of a
-//   tool in `tools` is held to that tool's parameters schema, and once the arguments are
-//   complete only <|call|> is allowed (strict tools, and calls forced by tool_choice).
+//   tool in `tools` (whatever the channel) is held to that tool's parameters schema, and once the
+//   arguments are complete only <|call|> is allowed (strict tools, and calls forced by
+//   tool_choice). A call to any other function is free.
 // - The allowed ids come from a depth-first walk of the token trie (json_matcher.h), unsorted.
 #pragma once
 
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "harmony/header.h"
 #include "runtime/request.h"
 #include "server/json_matcher.h"
 #include "server/json_schema.h"
@@ -78,7 +84,9 @@ class JsonConstraint : public TokenConstraint {
   JsonConstraint() = default;
   void restart();
   void consume(int32_t id);
-  int body_target() const;  // matchers_ index for the message that starts now, -1: free
+  void open_header(int32_t id);  // after <|start|> or <|channel|>
+  // matchers_ index for the body of a message with this header, -1: free.
+  int body_target(const harmony::HeaderFields& h) const;
 
   std::shared_ptr<const TokenPieceIndex> pieces_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -88,16 +96,20 @@ class JsonConstraint : public TokenConstraint {
   int first_tool_ = 0;
   std::vector<int32_t> prefix_;
   int target_ = -1;  // matchers_ index of the body being written
-  int32_t start_ = -1, end_ = -1, message_ = -1, channel_ = -1, return_ = -1, call_ = -1;
+  int32_t start_ = -1, end_ = -1, message_ = -1, channel_ = -1, constrain_ = -1, return_ = -1,
+          call_ = -1;
   std::vector<int32_t> forced_;  // <|start|>assistant<|channel|>final<|message|>
   bool force_ = false;
   bool start_in_body_ = false;
 
+  // Where the tokens consumed so far leave off: between messages, in a header, in a free message
+  // body, in a held one (matchers_[target_]).
+  enum class Phase { kExpectStart, kHeader, kContent, kBody };
   std::vector<int32_t> seen_;  // the tokens consumed so far
-  bool in_body_ = false;       // inside a constrained message body (matchers_[target_])
-  bool in_message_ = false;    // inside another message's body
-  std::string header_;         // header text since the last <|start|> / message end
-  int forced_pos_ = -1;        // next index into forced_, -1: not forcing
+  Phase phase_ = Phase::kHeader;
+  std::string header_;        // the header's text (kHeader), special tokens spelled out
+  size_t header_tokens_ = 0;  // tokens in header_
+  int forced_pos_ = -1;       // next index into forced_, -1: not forcing
 };
 
 // The first of several constraints that restricts the next token (ToolNameConstraint, then a
