@@ -24,18 +24,13 @@
 namespace gossamer::server {
 namespace {
 
-const testing::TokenFixture& fixture() {
-  return testing::token_fixture();
-}
-
-std::vector<int32_t> tok(const std::string& s) {
-  return fixture().tok->encode(s, true);
-}
+using testing::encode_specials;
+using testing::token_fixture;
 
 // A constraint whose targets start with different bytes: the final body is an array ('['),
 // tool f takes an object ('{'), tool g a string ('"'); tool h exists but is not held.
 std::shared_ptr<JsonConstraint> make_constraint() {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   auto compile = [](const char* schema) {
     const json s = json::parse(schema);
     auto c = compile_json_schema(&s);
@@ -56,7 +51,7 @@ std::string constraint_view(JsonConstraint& c, const std::vector<int32_t>& gen) 
   auto a = c.allowed(gen);
   if (!a) return "free";
   auto has = [&](const char* s) {
-    const std::vector<int32_t> ids = fixture().tok->encode(s);
+    const std::vector<int32_t> ids = token_fixture().tok->encode(s);
     return ids.size() == 1 && std::find(a->begin(), a->end(), ids[0]) != a->end();
   };
   const int n = has("[") + has("{") + has("\"");
@@ -67,7 +62,7 @@ std::string constraint_view(JsonConstraint& c, const std::vector<int32_t>& gen) 
 // What the parser makes of the same body: "f" / "g" for a call to a held tool, "final" for
 // final-channel content, "free" for anything else (reasoning, commentary, other calls).
 std::string parser_view(const std::vector<int32_t>& gen) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   auto p = harmony::StreamingParser::create(f.tok);
   EXPECT_TRUE(p.ok());
   if (!p.ok()) return "?";
@@ -154,7 +149,7 @@ const std::vector<std::string>& befores() {
 }
 
 TEST(JsonConstraintHeader, AgreesWithTheParserOnRandomHeaders) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   const uint64_t seed = gossamer::testing::fresh_seed("JsonConstraintHeader.Random");
   std::mt19937_64 rng(seed);
@@ -168,7 +163,7 @@ TEST(JsonConstraintHeader, AgreesWithTheParserOnRandomHeaders) {
     const size_t n = rng() % 7;
     for (size_t k = 0; k < n; ++k) text += pieces[rng() % pieces.size()];
     text += "<|message|>";
-    const std::vector<int32_t> gen = tok(text);
+    const std::vector<int32_t> gen = encode_specials(text);
     const std::string want = parser_view(gen), got = constraint_view(*c, gen);
     ++seen[want];
     if (got != want) {
@@ -192,7 +187,7 @@ struct Case {
 // One case per class where the constraint's own header helpers once disagreed with the parser,
 // and the usual forms they always agreed on.
 TEST(JsonConstraintHeader, RegressionCases) {
-  ASSERT_TRUE(fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  ASSERT_TRUE(token_fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   auto c = make_constraint();
   ASSERT_TRUE(c);
   std::string long_header;
@@ -239,7 +234,7 @@ TEST(JsonConstraintHeader, RegressionCases) {
       {"<|channel|>final" + long_header.substr(0, 60) + "<|message|>", "final"},
   };
   for (const Case& k : cases) {
-    const std::vector<int32_t> gen = tok(k.text);
+    const std::vector<int32_t> gen = encode_specials(k.text);
     EXPECT_EQ(parser_view(gen), k.want) << ::testing::PrintToString(k.text);
     EXPECT_EQ(constraint_view(*c, gen), k.want) << ::testing::PrintToString(k.text);
   }

@@ -3,7 +3,10 @@
 // assert on them with the path in the message).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "server/json_matcher.h"
 #include "server/tool_constraint.h"
@@ -31,6 +34,11 @@ inline const TokenFixture& token_fixture() {
     return x;
   }();
   return f;
+}
+
+// `s` tokenized with special tokens ("<|channel|>" -> its id), by the fixture's tokenizer.
+inline std::vector<int32_t> encode_specials(const std::string& s) {
+  return token_fixture().tok->encode(s, true);
 }
 
 }  // namespace gossamer::server::testing

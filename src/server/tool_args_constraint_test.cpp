@@ -16,13 +16,8 @@
 namespace gossamer::server {
 namespace {
 
-const testing::TokenFixture& fixture() {
-  return testing::token_fixture();
-}
-
-std::vector<int32_t> tok(const std::string& s) {
-  return fixture().tok->encode(s, true);
-}
+using testing::encode_specials;
+using testing::token_fixture;
 
 bool has(const std::vector<int32_t>& v, int32_t id) {
   return std::find(v.begin(), v.end(), id) != v.end();
@@ -62,7 +57,7 @@ ToolArgsSchema tool(const std::string& name, const char* schema) {
 
 std::shared_ptr<JsonConstraint> make(std::vector<ToolArgsSchema> tools,
                                      std::vector<int32_t> prefix = {}) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   JsonConstraintOptions o;
   o.constrain_final = false;
   o.tools = std::move(tools);
@@ -76,7 +71,7 @@ std::shared_ptr<JsonConstraint> make(std::vector<ToolArgsSchema> tools,
 // prefer tokens holding a delimiter so that strings and containers get closed. Returns the
 // generated tokens; *called: the walk ended with <|call|>.
 std::vector<int32_t> walk(TokenConstraint& c, int32_t call, std::mt19937_64& rng, bool* called) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   std::vector<int32_t> gen;
   *called = false;
   for (int step = 0; step < 300; ++step) {
@@ -105,7 +100,7 @@ std::vector<int32_t> walk(TokenConstraint& c, int32_t call, std::mt19937_64& rng
 
 // The text of the tokens between the last <|message|> and the closing <|call|>.
 std::string arguments(const std::vector<int32_t>& gen) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   const int32_t message = *f.tok->special_id("<|message|>");
   auto it = std::find(gen.rbegin(), gen.rend(), message);
   std::string s;
@@ -116,11 +111,12 @@ std::string arguments(const std::vector<int32_t>& gen) {
 }
 
 TEST(ToolArgsConstraint, NamedToolWalksWriteArgumentsThatFit) {
-  ASSERT_TRUE(fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
+  ASSERT_TRUE(token_fixture().trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   const uint64_t seed = gossamer::testing::fresh_seed("ToolArgsConstraint.Named");
   std::mt19937_64 rng(seed);
   auto c = make({tool("get_weather", kWeather), tool("add", kAdd)},
-                tok("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"));
+                encode_specials(
+                    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"));
   ASSERT_TRUE(c);
   int complete = 0;
   for (int w = 0; w < 20; ++w) {
@@ -137,7 +133,7 @@ TEST(ToolArgsConstraint, NamedToolWalksWriteArgumentsThatFit) {
 }
 
 TEST(ToolArgsConstraint, RequiredToolWalksPickANameThenFitItsSchema) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   const uint64_t seed = gossamer::testing::fresh_seed("ToolArgsConstraint.Required");
   std::mt19937_64 rng(seed);
@@ -146,7 +142,7 @@ TEST(ToolArgsConstraint, RequiredToolWalksPickANameThenFitItsSchema) {
     auto names = ToolNameConstraint::create(*f.tok, f.pieces, {"get_weather", "add"});
     ASSERT_TRUE(names.ok()) << names.status().ToString();
     auto args = make({tool("get_weather", kWeather), tool("add", kAdd)},
-                     tok("<|channel|>commentary to=functions."));
+                     encode_specials("<|channel|>commentary to=functions."));
     ASSERT_TRUE(args);
     FirstOfConstraint c({*names, args});
     bool called = false;
@@ -174,7 +170,7 @@ TEST(ToolArgsConstraint, RequiredToolWalksPickANameThenFitItsSchema) {
 }
 
 TEST(ToolArgsConstraint, OnlyTheNamedRecipientsAreHeld) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   auto c = make({tool("add", kAdd)});
   ASSERT_TRUE(c);
@@ -182,8 +178,8 @@ TEST(ToolArgsConstraint, OnlyTheNamedRecipientsAreHeld) {
   // Reasoning, then a call to add in either header form: held to add's schema.
   for (const char* head : {"<|channel|>commentary to=functions.add <|constrain|>json<|message|>",
                            " to=functions.add<|channel|>commentary json<|message|>"}) {
-    std::vector<int32_t> gen = tok(std::string("<|channel|>analysis<|message|>Think.<|end|>") +
-                                   "<|start|>assistant" + head);
+    std::vector<int32_t> gen = encode_specials(
+        std::string("<|channel|>analysis<|message|>Think.<|end|>") + "<|start|>assistant" + head);
     auto a = c->allowed(gen);
     ASSERT_TRUE(a.has_value()) << head;
     EXPECT_TRUE(has(*a, brace));
@@ -198,12 +194,12 @@ TEST(ToolArgsConstraint, OnlyTheNamedRecipientsAreHeld) {
   for (const char* text : {"<|channel|>commentary to=functions.sub <|constrain|>json<|message|>",
                            "<|channel|>commentary to=functions.adder<|message|>",
                            "<|channel|>commentary<|message|>", "<|channel|>final<|message|>"}) {
-    EXPECT_FALSE(c->allowed(tok(text)).has_value()) << text;
+    EXPECT_FALSE(c->allowed(encode_specials(text)).has_value()) << text;
   }
 }
 
 TEST(ToolArgsConstraint, FinalAndToolsTogether) {
-  const auto& f = fixture();
+  const auto& f = token_fixture();
   ASSERT_TRUE(f.trie) << "tokenizer not found at " << GOSSAMER_TEST_TOKENIZER;
   JsonConstraintOptions o;
   const json schema = json::parse(R"({"type": "array", "items": {"type": "integer"}})");
@@ -211,11 +207,12 @@ TEST(ToolArgsConstraint, FinalAndToolsTogether) {
   o.tools = {tool("add", kAdd)};
   auto c = JsonConstraint::create(*f.tok, f.pieces, f.trie, o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  std::vector<int32_t> gen = tok("<|channel|>commentary to=functions.add<|message|>");
+  std::vector<int32_t> gen = encode_specials("<|channel|>commentary to=functions.add<|message|>");
   for (int32_t id : f.tok->encode("{\"xs\":[3]}")) gen.push_back(id);
   EXPECT_EQ((*c)->allowed(gen), std::vector<int32_t>{(*c)->call_token()});
-  for (int32_t id : tok("<|call|><|start|>functions.add to=assistant<|channel|>commentary"
-                        "<|message|>3<|end|><|start|>assistant<|channel|>final<|message|>[1")) {
+  for (int32_t id :
+       encode_specials("<|call|><|start|>functions.add to=assistant<|channel|>commentary"
+                       "<|message|>3<|end|><|start|>assistant<|channel|>final<|message|>[1")) {
     gen.push_back(id);
   }
   auto a = (*c)->allowed(gen);

@@ -50,21 +50,16 @@ TEST(CudaBatchDecode, LargeBatchGraphMatchesEagerCpuAndArgmax) {
   std::mt19937_64 rng(seed);
   const ModelConfig cfg = cudatest::small_config(rng, 4, 4);
   TmpDir dir{fs::temp_directory_path() / ("gossamer_batch_decode_" + std::to_string(seed))};
-  SynthOptions so;
-  so.config = cfg;
-  so.seed = rng();
-  so.out_dir = dir.p.string();
-  ASSERT_TRUE(write_synth_checkpoint(so).ok());
-  auto model = load_model(dir.p.string());
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::shared_ptr<LoadedModel> model;
+  ASSERT_NO_FATAL_FAILURE(cudatest::synth_and_load(cfg, rng(), dir.p.string(), &model));
   CpuRunnerOptions co;
   co.threads = 2;
   co.kv_bf16 = true;
   auto cpu =
-      make_cpu_runner(*model, KvCacheSpec{kBs, kSeqs * kBlocksPerSeq, kSeqs * kBlocksPerSeq}, co);
+      make_cpu_runner(model, KvCacheSpec{kBs, kSeqs * kBlocksPerSeq, kSeqs * kBlocksPerSeq}, co);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  auto graph = runner(**model, true, false), eager = runner(**model, false, false),
-       split = runner(**model, true, true);
+  auto graph = runner(*model, true, false), eager = runner(*model, false, false),
+       split = runner(*model, true, true);
   ASSERT_TRUE(graph.ok() && eager.ok() && split.ok());
   ModelRunner* all[4] = {cpu->get(), graph->get(), eager->get(), split->get()};
   const int64_t V = cfg.vocab_size;

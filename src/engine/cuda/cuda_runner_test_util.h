@@ -68,14 +68,7 @@ inline ModelConfig small_config(std::mt19937_64& rng) {
 inline void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int64_t max_step_tokens,
                          int bs = 16) {
   f->dir = fs::temp_directory_path() / ("gossamer_cuda_test_" + std::to_string(seed));
-  SynthOptions so;
-  so.config = cfg;
-  so.seed = seed;
-  so.out_dir = f->dir.string();
-  ASSERT_TRUE(write_synth_checkpoint(so).ok());
-  auto m = load_model(f->dir.string());
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  f->model = *m;
+  ASSERT_NO_FATAL_FAILURE(synth_and_load(cfg, seed, f->dir.string(), &f->model));
   f->kv = KvCacheSpec{bs, 512 / bs, 512 / bs};
   auto cpu = make_cpu_runner(f->model, f->kv, 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();

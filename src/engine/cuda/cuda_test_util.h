@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,12 +18,26 @@
 #include "common/test_seed.h"
 #include "model/config.h"
 #include "model/synth.h"
+#include "model/weights.h"
 
 namespace gossamer::cudatest {
 
 using gossamer::testing::fresh_seed;  // common/test_seed.h ($GOSSAMER_SEED replays a run)
 
 // ||a - b|| / ||b|| in double; any non-finite value in `a` gives infinity.
+// Writes a synthetic checkpoint of `cfg` (weights from `seed`) to `dir` and loads it back.
+inline void synth_and_load(const ModelConfig& cfg, uint64_t seed, const std::string& dir,
+                           std::shared_ptr<LoadedModel>* out) {
+  SynthOptions so;
+  so.config = cfg;
+  so.seed = seed;
+  so.out_dir = dir;
+  ASSERT_TRUE(write_synth_checkpoint(so).ok());
+  auto m = load_model(dir);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  *out = *m;
+}
+
 inline double rel_err(const float* a, const float* b, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {

@@ -29,6 +29,7 @@ using cudatest::head;
 using cudatest::rel_err;
 using cudatest::row_stats;
 using cudatest::RowStats;
+using cudatest::synth_and_load;
 
 // Tolerances (row-wise relative error of the logits). Every comparison is against the CPU
 // runner with bf16 K/V, or between GPU runs.
@@ -164,14 +165,7 @@ Result<std::unique_ptr<CudaModelRunner>> gpu_runner(const LoadedModel& m, Runner
 void make_fixture(Fixture* f, const ModelConfig& cfg, uint64_t seed, int bs) {
   f->bs = bs;
   f->dir = fs::temp_directory_path() / ("gossamer_prefill_test_" + std::to_string(seed));
-  SynthOptions so;
-  so.config = cfg;
-  so.seed = seed;
-  so.out_dir = f->dir.string();
-  ASSERT_TRUE(write_synth_checkpoint(so).ok());
-  auto m = load_model(f->dir.string());
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  f->model = *m;
+  ASSERT_NO_FATAL_FAILURE(synth_and_load(cfg, seed, f->dir.string(), &f->model));
   CpuRunnerOptions co;
   co.threads = 2;
   co.kv_bf16 = true;

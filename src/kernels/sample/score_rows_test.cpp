@@ -10,32 +10,19 @@
 #include <random>
 
 #include "common/test_seed.h"
-#include "kernels/common/testing.h"
 #include "kernels/sample/params.h"
+#include "kernels/sample/sample_test_util.h"
 #include "runtime/sampler.h"
 
 namespace gossamer::kern {
 namespace {
 
-using testing::DevBuf;
-
-// Runs `rp.size()` rows of `logits` ([rows, V]) through one launch.
+// Runs `rp.size()` rows of `logits` ([rows, V]) through one launch (no penalty lists).
 std::vector<SampleRowOut> run_rows(const std::vector<float>& logits,
                                    const std::vector<SampleRowParams>& rp, int V) {
-  const int rows = static_cast<int>(rp.size());
-  DevBuf<float> dl(logits.size());
-  DevBuf<SampleRowParams> drp(rp.size());
-  DevBuf<int32_t> dpen(2);
-  DevBuf<SampleRowOut> dout(rp.size());
-  dl.upload(logits), drp.upload(rp), dpen.upload({0, 0});
-  dout.poison();
-  DevBuf<uint8_t> ws(sample_workspace_bytes(rows));
-  ws.poison();
-  SampleParams p{dl.get(), drp.get(), dpen.get(), dpen.get() + 1, dout.get(), nullptr,
-                 rows,     V,         V,          ws.get(),       ws.bytes()};
-  EXPECT_TRUE(launch_sample(p, 0).ok());
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return dout.download();
+  std::vector<sampletest::RowCase> cases;
+  for (const SampleRowParams& p : rp) cases.push_back({p, {}, {}});
+  return sampletest::run_device(logits, std::move(cases), V, /*debug=*/false).out;
 }
 
 // Rows of one of four shapes; `t` the row's index.
