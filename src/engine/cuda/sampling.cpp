@@ -77,6 +77,15 @@ void SamplingStateDeleter::operator()(SamplingState* s) const {
 
 namespace {
 
+// The fields a sampled and a scored row share: top_logprobs and vocab_limit (0: the whole row),
+// out-of-range values kept out of range so that SampleRowParams::validate names them.
+void set_logprobs_and_limit(int64_t top_logprobs, int64_t vocab_limit, int64_t vocab,
+                            kern::SampleRowParams* r) {
+  r->top_logprobs = static_cast<int32_t>(std::clamp<int64_t>(top_logprobs, -1, 1000));
+  r->vocab_limit = static_cast<int32_t>(vocab_limit >= vocab ? 0 : vocab_limit);
+  if (vocab_limit < 0) r->vocab_limit = -1;
+}
+
 // DeviceSampling -> the kernel's row record (validated; the message names chunk and field).
 Result<kern::SampleRowParams> row_params(const DeviceSampling& d, size_t ci, int64_t vocab,
                                          int32_t pen_offset) {
@@ -98,9 +107,7 @@ Result<kern::SampleRowParams> row_params(const DeviceSampling& d, size_t ci, int
   r.presence = static_cast<float>(d.presence_penalty);
   r.frequency = static_cast<float>(d.frequency_penalty);
   r.top_k = static_cast<int32_t>(d.top_k);
-  r.top_logprobs = static_cast<int32_t>(std::clamp<int64_t>(d.top_logprobs, -1, 1000));  // checked
-  r.vocab_limit = static_cast<int32_t>(d.vocab_limit >= vocab ? 0 : d.vocab_limit);
-  if (d.vocab_limit < 0) r.vocab_limit = -1;  // rejected by validate
+  set_logprobs_and_limit(d.top_logprobs, d.vocab_limit, vocab, &r);
   r.pen_offset = pen_offset;
   r.pen_count = static_cast<int32_t>(d.penalty_tokens.size());
   r.seed = d.seed;
@@ -120,13 +127,11 @@ Result<kern::SampleRowParams> score_params(const DeviceScoring& d, size_t ci, si
                                            int64_t vocab) {
   kern::SampleRowParams r;
   r.temperature = 0.f;
-  r.top_logprobs = static_cast<int32_t>(std::clamp<int64_t>(d.top_logprobs, -1, 1000));
-  r.vocab_limit = static_cast<int32_t>(d.vocab_limit >= vocab ? 0 : d.vocab_limit);
-  if (d.vocab_limit < 0) r.vocab_limit = -1;  // rejected by validate
+  set_logprobs_and_limit(d.top_logprobs, d.vocab_limit, vocab, &r);
   r.force_token = std::clamp<int32_t>(d.targets[j], -1, static_cast<int32_t>(vocab));
-  GS_RETURN_IF_ERROR(
-      r.validate(static_cast<int>(vocab))
-          .With("step: chunk " + std::to_string(ci) + " scored row " + std::to_string(j)));
+  Status st = r.validate(static_cast<int>(vocab));
+  if (!st.ok())
+    return st.With("step: chunk " + std::to_string(ci) + " scored row " + std::to_string(j));
   return r;
 }
 
