@@ -36,6 +36,7 @@ struct BenchArgs {
   int64_t prefill_min_rows = 8;  // CudaRunnerOptions default; also the decode-batch path
   bool no_graph = false, prefill_split = false;
   bool no_pdl = false;
+  bool no_grouped_moe = false;  // CudaRunnerOptions::grouped_moe_small off
   bool kernel_profile = false;  // CUPTI per-kernel breakdown after each test
 };
 
@@ -61,6 +62,7 @@ Result<std::unique_ptr<CudaModelRunner>> make_runner(const BenchArgs& a, std::st
   o.prefill_split_bf16 = a.prefill_split;
   o.prefill_min_rows = a.prefill_min_rows;
   o.pdl = !a.no_pdl;
+  o.grouped_moe_small = !a.no_grouped_moe;
   o.prefill_flash_variant = a.flash_variant;
   std::unique_ptr<CudaModelRunner> r;
   if (!a.synthetic.empty()) {
@@ -189,6 +191,7 @@ int run_bench(const BenchArgs& a) {
       {"max_mem_clock_mhz", info->mem_clock_mhz},
       {"flags", "cuda graphs " + std::string(a.no_graph ? "off" : "on") + ", pdl " +
                     std::string(a.no_pdl ? "off" : "on") + ", batch " + std::to_string(a.batch) +
+                    (a.no_grouped_moe ? ", no grouped MoE for small forwards" : "") +
                     ", sm_90a, cudart static, depth = random KV fill"},
       {"copy_ceiling_GBps", *ceil},
       {"gemm_ceiling_TFLOPs", *gemm_ceil},
@@ -255,6 +258,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("-b,--batch", args->batch, "decode batch (sequences)")->check(CLI::Range(1, 64));
   cmd->add_flag("--no-graph", args->no_graph, "decode without CUDA graphs");
   cmd->add_flag("--no-pdl", args->no_pdl, "decode without programmatic dependent launch");
+  cmd->add_flag("--no-grouped-moe", args->no_grouped_moe,
+                "prefill-path forwards of <= n_experts / k rows (decode batches of 8..32 for 120b) "
+                "on moe_prefill instead of the expert-grouped decode MoE kernels");
   cmd->add_option("--chunk", args->chunk, "prefill rows per forward (longer prompts are chunked)")
       ->check(CLI::Range(1, 16384));
   cmd->add_option("--prefill-min-rows", args->prefill_min_rows,

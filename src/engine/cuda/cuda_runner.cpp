@@ -13,6 +13,7 @@
 #include "kernels/attention/params.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/gemv/params.h"
+#include "kernels/moe/params.h"
 #include "kernels/qkv_rope/params.h"
 #include "kernels/router/params.h"
 
@@ -73,12 +74,38 @@ const KvCacheSpec& CudaModelRunner::kv_spec() const {
   return impl_->kv;
 }
 
+// The expert-grouped MoE kernels of a prefill-path forward of `rows` rows (grouped_moe(rows):
+// prefill_moe -> enqueue_moe_experts), or the per-row ones they fall back to.
+std::string CudaModelRunner::Impl::moe_path(int rows) const {
+  kern::MoeGateUpParams gp;  // only shapes and non-null pointers matter for the choice
+  kern::MoeDownParams dp;
+  if (layers.empty()) return "(no layers)";
+  gp.blocks = layers[0].gu_blocks, gp.scales = layers[0].gu_scales;
+  dp.blocks = layers[0].dn_blocks, dp.scales = layers[0].dn_scales;
+  gp.bias = gp.x = dp.bias = dp.act = dp.weights = ws.x;
+  gp.ids = dp.ids = ws.ids;
+  gp.act = dp.resid = ws.x;
+  dp.part = ws.moe_part;
+  gp.batch = dp.batch = rows;
+  gp.k = dp.k = static_cast<int>(cfg.experts_per_token);
+  gp.hidden = dp.hidden = static_cast<int>(cfg.hidden_size);
+  gp.inter = dp.inter = static_cast<int>(cfg.intermediate_size);
+  gp.n_experts = dp.n_experts = static_cast<int>(cfg.num_local_experts);
+  if (kern::moe_gate_up_grouped_supported(gp) && kern::moe_down_grouped_supported(dp)) {
+    return "moe_gate_up_grouped_mxfp4w_f32a | moe_down_grouped_mxfp4w_f32a + moe_combine_f32"
+           "(+weighted sum+residual)";
+  }
+  return "moe_gate_up_swiglu_mxfp4w_f32a | moe_down_mxfp4w_f32a(+weighted sum+residual)";
+}
+
 std::string CudaModelRunner::kernel_path(int rows) const {
   const Impl& m = *impl_;
   const std::string graph = std::string(", as CUDA graph: ") + (m.opts.use_graphs ? "yes" : "no");
   if (m.use_prefill(rows)) {  // decode batches this large replay the prefill path (graph_for)
     return "decode batch of " + std::to_string(rows) + " rows through the prefill path (" +
-           prefill_path() + "), lm_head " +
+           prefill_path() + ")" +
+           (m.grouped_moe(rows) ? ", MoE of this batch: " + m.moe_path(rows) : std::string()) +
+           ", lm_head " +
            (cudarun::lm_head_uses_gemm(m, rows) ? "split-bf16 cuBLASLt GEMM + argmax_f32"
                                                 : "GEMV + fused argmax") +
            graph;
@@ -109,8 +136,8 @@ std::string CudaModelRunner::kernel_path(int rows) const {
          (fused_router ? std::string(kern::norm_router_variant(router)) + " (rmsnorm+router+topk)"
                        : "rmsnorm | router " + gemv(router.n_experts, hidden, false) +
                              " + topk_softmax_f32") +
-         " | moe_gate_up_swiglu_mxfp4w_f32a | "
-         "moe_down_mxfp4w_f32a(+weighted sum+residual) | lm_head " +
+         " | moe_gate_up_swiglu_mxfp4w_f32a | moe_down_mxfp4w_f32a(+weighted sum+residual) | "
+         "lm_head " +
          gemv(static_cast<int>(m.cfg.vocab_size), hidden, true) +
          "+fused argmax | greedy_finalize_i32 | decode as CUDA graph: " +
          (m.opts.use_graphs ? "yes" : "no") + ", PDL " + (m.opts.pdl ? "on" : "off");

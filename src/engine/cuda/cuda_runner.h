@@ -37,6 +37,11 @@ struct CudaRunnerOptions {
   // Inside the prefill path: use kernels/moe_prefill and kernels/flash_attn when they are built
   // (false, or not built: the decode MoE / attention kernels over all rows).
   bool prefill_grouped_moe = true;
+  // Prefill-path forwards of at most min(64, n_experts / k) rows (decode batches of 8..32 for
+  // gpt-oss-120b, 8 for 20b): the expert-grouped decode MoE kernels (kernels/moe pipe 9, each
+  // routed expert streamed once for all its rows) instead of moe_prefill, whose tiles are mostly
+  // empty at so few rows per expert (docs/moe-decode.md "Session 19").
+  bool grouped_moe_small = true;
   bool prefill_flash_attn = true;
   // FlashAttnParams::variant for the prefill attention: 0 = the kernel's auto choice, 1..10 pin a
   // CTA shape (kernels/flash_attn/params.h; bench A/B: `gossamer bench --flash-variant N`).

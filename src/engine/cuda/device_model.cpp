@@ -100,6 +100,10 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
   GS_ASSIGN_OR_RETURN(w.act, alloc_n<float>(R_max * K * I, "expert activations"));
+  if (opts.grouped_moe_small) {
+    GS_ASSIGN_OR_RETURN(
+        w.moe_part, alloc_n<float>(std::min<int64_t>(R_max, 64) * K * H, "grouped MoE partials"));
+  }
   L_max = static_cast<int>(std::min<int64_t>(R_max, std::max(opts.max_logit_rows, opts.max_seqs)));
   GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(L_max * V, "logits"));
   GS_ASSIGN_OR_RETURN(w.keys, alloc_n<unsigned long long>(R_max, "argmax keys"));

@@ -138,7 +138,7 @@ kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, co
 }
 
 Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, int r0, int n,
-                           const Dims& d) {
+                           const Dims& d, bool grouped) {
   const auto& ws = m.ws;
   const size_t rk = static_cast<size_t>(r0) * d.K;
   kern::MoeGateUpParams gp;
@@ -155,7 +155,8 @@ Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, in
   gp.n_experts = d.E;
   gp.alpha = 1.702f;
   gp.limit = static_cast<float>(m.cfg.swiglu_limit);
-  gp.pdl = d.pdl;  // honoured by the default streaming kernels (moe/params.h: pipe 6)
+  gp.pdl = d.pdl;             // honoured by the streaming kernels (moe/params.h: pipes 6 and 9)
+  gp.pipe = grouped ? 9 : 6;  // 9 falls back to 6 where it does not apply
   GS_RETURN_IF_ERROR(kern::launch_moe_gate_up(gp, m.stream));
   kern::MoeDownParams dp;
   dp.blocks = L.dn_blocks;
@@ -171,6 +172,8 @@ Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, in
   dp.inter = d.I;
   dp.n_experts = d.E;
   dp.pdl = d.pdl;  // down follows this gate_up: ids / weights final before its pdl_wait
+  dp.pipe = gp.pipe;
+  dp.part = ws.moe_part;
   return kern::launch_moe_down(dp, m.stream);
 }
 

@@ -41,9 +41,10 @@ struct Dims {
 kern::AttnParams decode_attn_params(const CudaModelRunner::Impl& m, int rows, const Dims& d);
 
 // The decode MoE expert kernels (gate_up + SwiGLU, down + weighted sum + residual) for the token
-// rows [r0, r0 + n), whose expert ids / weights are already in ws.ids / ws.rw.
+// rows [r0, r0 + n), whose expert ids / weights are already in ws.ids / ws.rw. grouped: the
+// expert-grouped kernels (pipe 9, n <= 64, needs ws.moe_part) instead of the per-row ones.
 Status enqueue_moe_experts(const CudaModelRunner::Impl& m, const DevLayer& L, int r0, int n,
-                           const Dims& d);
+                           const Dims& d, bool grouped = false);
 
 // lm_head: logits rows above this count use cuBLASLt (split bf16) instead of the GEMV.
 constexpr int kGemvMaxRows = 8;

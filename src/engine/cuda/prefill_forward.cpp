@@ -168,6 +168,7 @@ Status prefill_moe(const CudaModelRunner::Impl& m, const cudarun::DevLayer& L, i
   GS_RETURN_IF_ERROR(gemm(m, L.router_w, L.router_b, ws.router, rows, d.E, d.H, false, split));
   GS_RETURN_IF_ERROR(
       kern::launch_topk_softmax({ws.router, ws.ids, ws.rw, rows, d.E, d.K, d.pdl}, m.stream));
+  if (m.grouped_moe(rows)) return cudarun::enqueue_moe_experts(m, L, 0, rows, d, true);
 #ifdef GOSSAMER_HAVE_MOE_PREFILL
   if (m.opts.prefill_grouped_moe) {
     kern::MoePrefillParams mp;

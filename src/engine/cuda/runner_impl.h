@@ -59,6 +59,7 @@ struct Workspace {
   int32_t* ids = nullptr;              // [R_max, k]
   float* rw = nullptr;                 // [R_max, k]
   float* act = nullptr;                // [R_max, k, I]
+  float* moe_part = nullptr;           // [min(R_max, 64), k, H] grouped MoE down partials
   float* logits = nullptr;             // [L_max, V]
   unsigned long long* keys = nullptr;  // [R_max] argmax keys (kept zero between steps)
   int32_t* sampled = nullptr;          // [R_max]
@@ -118,6 +119,8 @@ struct CudaModelRunner::Impl {
   Status upload_weights(const LoadedModel& m);
   Status synth_weights(uint64_t seed);
   int splits_for(int rows) const;
+  // The MoE kernels a prefill-path forward of `rows` rows launches (kernel_path).
+  std::string moe_path(int rows) const;
   // Enqueues one forward over `rows` token rows (inputs already on the device) producing
   // `logit_rows` rows of logits and their greedy tokens; feedback: sampled tokens become the
   // next inputs and positions advance (bench loop).
@@ -128,6 +131,13 @@ struct CudaModelRunner::Impl {
   Status enqueue_prefill(int rows, int logit_rows, bool feedback = false);
   bool use_prefill(int rows) const {
     return opts.prefill_min_rows > 0 && rows >= opts.prefill_min_rows;
+  }
+  // Prefill-path forwards that run the expert-grouped decode MoE kernels instead of moe_prefill
+  // (CudaRunnerOptions::grouped_moe_small): at most 64 rows and at most one routed pair per
+  // expert on average (rows k <= E).
+  bool grouped_moe(int rows) const {
+    return ws.moe_part != nullptr && use_prefill(rows) && rows <= 64 &&
+           rows * cfg.experts_per_token <= cfg.num_local_experts;
   }
   Status init_prefill();  // GEMM context, prefill workspace (prefill_forward.cpp)
   Result<cudaGraphExec_t> graph_for(int rows, bool feedback);

@@ -75,19 +75,11 @@ struct Layout {
   int evict_first;  // 1: weight / scale copies carry an L2::evict_first policy (bulk_hint.h)
 };
 
-// Fills `stage` with the row group at row0: weights [8][nb][16] then scales [8][nb].
+// Fills `stage` with the row group at row0 (bulk_core.cuh issue_row_group).
 __device__ __forceinline__ void issue_group(const uint8_t* blocks, const uint8_t* scales,
                                             size_t row0, const Layout& L, uint8_t* stage,
                                             uint64_t* full, uint64_t policy) {
-  const uint32_t sc_bytes = 8u * L.nb;
-  mbar_arrive_expect_tx(full, L.wbytes + sc_bytes);
-  if (L.evict_first) {
-    bulk_g2s_hint(stage, blocks + row0 * L.nb * 16, L.wbytes, full, policy);
-    bulk_g2s_hint(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full, policy);
-    return;
-  }
-  bulk_g2s(stage, blocks + row0 * L.nb * 16, L.wbytes, full);
-  bulk_g2s(stage + L.wbytes, scales + row0 * L.nb, sc_bytes, full);
+  issue_row_group(blocks, scales, row0, L.nb, stage, full, L.evict_first != 0, policy);
 }
 
 // Units of consumer warp w (team m = w / team: local units m, m + teams, ...).

@@ -15,6 +15,34 @@ namespace gossamer::kern::moe_bulk {
 
 using namespace moe_tc;  // NOLINT: internal helpers
 
+// Fills `stage` with the 8-row group at row0: weights [8][nb][16] (8 nb 16 bytes), then scales
+// [8][nb], two bulk copies completing on `full` (with the L2 policy when `hint`).
+__device__ __forceinline__ void issue_row_group(const uint8_t* blocks, const uint8_t* scales,
+                                                size_t row0, int nb, uint8_t* stage, uint64_t* full,
+                                                bool hint, uint64_t policy) {
+  const uint32_t wbytes = 128u * nb, sc_bytes = 8u * nb;
+  mbar_arrive_expect_tx(full, wbytes + sc_bytes);
+  if (hint) {
+    bulk_g2s_hint(stage, blocks + row0 * nb * 16, wbytes, full, policy);
+    bulk_g2s_hint(stage + wbytes, scales + row0 * nb, sc_bytes, full, policy);
+    return;
+  }
+  bulk_g2s(stage, blocks + row0 * nb * 16, wbytes, full);
+  bulk_g2s(stage + wbytes, scales + row0 * nb, sc_bytes, full);
+}
+
+// Operands of the last, partial step s of a row group's K loop (lane column t, nc blocks in the
+// range): lanes past the range take zero weights and the scale byte 127 (2^0).
+__device__ __forceinline__ void partial_step(const uint8_t* w, const uint8_t* sc, int s, int t,
+                                             int nc, uint4& q, uint32_t& sb) {
+  q = make_uint4(0, 0, 0, 0);
+  sb = 127;
+  if (t + 4 * s < nc) {
+    q = *reinterpret_cast<const uint4*>(w + s * 64);
+    sb = sc[4 * s];
+  }
+}
+
 // The 8 rows of a row group (weights `wg` [8][nb][16], scales `sg` [8][nb], both in shared
 // memory) against the staged vector `xv` (split stride su): acc / bad as in tc_block. Lane (g, t)
 // takes blocks t + 4 s of row g (row stride 16 nb bytes: the LDS.128 of rows 2m, 2m+1 overlap in
@@ -35,15 +63,11 @@ __device__ __forceinline__ void run_group(const uint8_t* wg, const uint8_t* sg, 
     const uint4 q = *reinterpret_cast<const uint4*>(w + s * 64);
     tc_block(q, sc[4 * s], bp + s * 32, acc, bad);
   }
-  if (full_steps * 4 < nc) {  // last partial step: lanes past the range take zero weights
-    const int s = full_steps;
-    uint4 q = make_uint4(0, 0, 0, 0);
-    uint32_t sb = 127;
-    if (t + 4 * s < nc) {
-      q = *reinterpret_cast<const uint4*>(w + s * 64);
-      sb = sc[4 * s];
-    }
-    tc_block(q, sb, bp + s * 32, acc, bad);
+  if (full_steps * 4 < nc) {
+    uint4 q;
+    uint32_t sb;
+    partial_step(w, sc, full_steps, t, nc, q, sb);
+    tc_block(q, sb, bp + full_steps * 32, acc, bad);
   }
 }
 

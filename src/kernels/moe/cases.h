@@ -19,11 +19,19 @@ inline constexpr MoeCase kMoeCases[] = {
     {"top-1 b1 k1 64x96 E32", 1, 1, 64, 96, 32, true},
     {"top-8 b2 k8 32x224 E27", 2, 8, 32, 224, 27, true},
     {"120b layer b1 k4 E128", 1, 4, 2880, 2880, 128, false},
+    {"120b layer b2 k4 E128", 2, 4, 2880, 2880, 128, false},
     {"120b layer b4 k4 E128", 4, 4, 2880, 2880, 128, false},
     {"120b layer b8 k4 E128", 8, 4, 2880, 2880, 128, false},
+    {"120b layer b16 k4 E128", 16, 4, 2880, 2880, 128, false},
+    {"120b layer b32 k4 E128", 32, 4, 2880, 2880, 128, false},
+    {"120b layer b64 k4 E128", 64, 4, 2880, 2880, 128, false},
     {"20b layer b1 k4 E32", 1, 4, 2880, 2880, 32, false},
+    {"20b layer b2 k4 E32", 2, 4, 2880, 2880, 32, false},
     {"20b layer b4 k4 E32", 4, 4, 2880, 2880, 32, false},
     {"20b layer b8 k4 E32", 8, 4, 2880, 2880, 32, false},
+    {"20b layer b32 k4 E32", 32, 4, 2880, 2880, 32, false},
+    {"20b layer b64 k4 E32", 64, 4, 2880, 2880, 32, false},
+    {"20b layer b16 k4 E32", 16, 4, 2880, 2880, 32, false},
 };
 
 }  // namespace gossamer::kern

@@ -213,7 +213,11 @@ Status launch_down(const MoeDownParams& p, cudaStream_t s) {
 
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (p.pipe == 6) {  // streaming kernels; where they do not apply, pipe 0
+  if (p.pipe == 9) {  // expert-grouped; where it does not apply, pipe 6, then 0
+    Status st = launch_moe_gate_up_grouped(p, s);
+    if (st.code() != StatusCode::kUnsupported) return st;
+  }
+  if (p.pipe == 6 || p.pipe == 9) {  // streaming kernels; where they do not apply, pipe 0
     Status st = launch_moe_gate_up_bulk(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }
@@ -222,7 +226,11 @@ Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t s) {
 
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (p.pipe == 6) {  // streaming kernels; where they do not apply, pipe 2, then pipe 0
+  if (p.pipe == 9) {  // expert-grouped; where it does not apply, pipe 6, 2, then 0
+    Status st = launch_moe_down_grouped(p, s);
+    if (st.code() != StatusCode::kUnsupported) return st;
+  }
+  if (p.pipe == 6 || p.pipe == 9) {  // streaming kernels; where they do not apply, pipe 2, then 0
     Status st = launch_moe_down_bulk(p, s);
     if (st.code() != StatusCode::kUnsupported) return st;
   }

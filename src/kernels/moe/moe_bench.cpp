@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -5,6 +6,7 @@
 
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
+#include "kernels/moe/moe_test_util.h"
 #include "kernels/moe/params.h"
 #include "kernels/moe/pipe.h"
 
@@ -16,16 +18,18 @@ struct Variant {
   int pipe;
   bool pdl;
 };
-constexpr Variant kVariants[] = {{0, false}, {2, false}, {6, false}, {6, true}};
+constexpr Variant kVariants[] = {{0, false}, {2, false}, {6, false}, {6, true}, {9, true}};
 // Whole MoE expert step (gate_up then down, alternating, as in the decode step): {gate_up pipe,
 // down pipe, pdl}; the first is the fallback pair (the default before session 3).
 struct PairVariant {
   int gu_pipe, dn_pipe;
   bool pdl;
 };
-constexpr PairVariant kPairs[] = {{0, 2, false}, {6, 6, false}, {6, 6, true}};
-// Launches cycle through kSets routing sets of distinct experts, so that consecutive launches
-// read different weights (the 20b / 120b working sets, 8 x 4 experts x 8.8 MB, exceed the L2).
+constexpr PairVariant kPairs[] = {{0, 2, false}, {6, 6, false}, {6, 6, true}, {9, 9, true}};
+// Launches cycle through kSets routing sets (each row k distinct experts drawn uniformly, as a
+// random router would), so that consecutive launches read different weights (the 20b / 120b
+// working sets, 8 x 4 experts x 8.8 MB, exceed the L2). Bytes per line: the distinct experts'
+// weights of a set (mean over the sets): what a launch must read at least.
 constexpr int kSets = 8;
 
 }  // namespace
@@ -115,9 +119,18 @@ int main(int argc, char** argv) {
     testing::DevBuf<float> gbias(E * 2 * I), dbias(E * H), x(c.batch * H), res(c.batch * H),
         w(pairs), act(pairs * I);
     testing::DevBuf<int32_t> ids(kSets * pairs);
-    std::vector<int32_t> hid(kSets * pairs);
-    for (size_t i = 0; i < hid.size(); ++i) hid[i] = static_cast<int32_t>((i * 7) % E);
+    testing::DevBuf<float> part(pairs * H);
+    std::vector<int32_t> hid;
+    std::vector<float> hw;
+    std::mt19937_64 rng(1234);
+    moetest::route(rng, kSets * c.batch, c.k, c.n_experts, &hid, &hw);
     ids.upload(hid);
+    double distinct = 0;  // mean distinct experts per set
+    for (int set = 0; set < kSets; ++set) {
+      std::vector<bool> seen(E);
+      for (size_t i = 0; i < pairs; ++i) seen[hid[set * pairs + i]] = true;  // NOLINT
+      distinct += static_cast<double>(std::count(seen.begin(), seen.end(), true)) / kSets;
+    }
     cudaMemset(gb.get(), 0x11, gb.bytes());
     cudaMemset(gs.get(), 120, gs.bytes());
     cudaMemset(db.get(), 0x11, db.bytes());
@@ -131,9 +144,12 @@ int main(int argc, char** argv) {
                        c.k,      c.hidden, c.inter,     c.n_experts, 1.702f,    7.f};
     MoeDownParams dp{db.get(),  ds.get(), dbias.get(), act.get(), ids.get(), w.get(),
                      res.get(), c.batch,  c.k,         c.hidden,  c.inter,   c.n_experts};
-    // Bytes actually read: the routed (row, expert) pairs' weights (17/16 bytes per 2 values).
-    const double gu_bytes = static_cast<double>(pairs) * 2 * I * H / 2 * 17.0 / 16,
-                 dn_bytes = static_cast<double>(pairs) * H * I / 2 * 17.0 / 16;
+    dp.part = part.get();
+    // Bytes: the distinct routed experts' weights (17/16 byte per 2 values).
+    const double gu_bytes = distinct * 2 * I * H / 2 * 17.0 / 16,
+                 dn_bytes = distinct * H * I / 2 * 17.0 / 16;
+    std::printf("%s: %.2f distinct experts per launch (%zu routed pairs)\n", c.name, distinct,
+                pairs);
     for (const Variant& v : kVariants) {
       if (argc > 2 && v.pipe != std::atoi(argv[2])) continue;
       gp.pipe = v.pipe == 2 ? 0 : v.pipe;

@@ -12,6 +12,7 @@
 #include "kernels/common/mxfp4_ref.h"
 #include "kernels/common/testing.h"
 #include "kernels/moe/cases.h"
+#include "kernels/moe/moe_test_util.h"
 #include "kernels/moe/params.h"
 #include "kernels/moe/pipe.h"
 #include "kernels/moe/tc_decode.h"
@@ -19,6 +20,9 @@
 namespace gossamer::kern {
 namespace {
 
+using moetest::rand_blocks;
+using moetest::rand_scales;
+using moetest::route;
 using testing::DevBuf;
 
 // Kernel variants under test: {gate_up pipe, down pipe, pdl} (params.h): every pipe that exists
@@ -29,40 +33,6 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {{0, 0, false}, {0, 2, false}, {6, 6, false}, {6, 6, true}};
 constexpr Variant kBulkVariants[] = {{6, 6, false}, {6, 6, true}};
-
-// Distinct random experts per row and softmax-like positive weights.
-void route(std::mt19937_64& rng, int batch, int k, int n_experts, std::vector<int32_t>* ids,
-           std::vector<float>* w) {
-  std::vector<int32_t> all(n_experts);
-  std::iota(all.begin(), all.end(), 0);
-  for (int b = 0; b < batch; ++b) {
-    std::shuffle(all.begin(), all.end(), rng);
-    auto ws = testing::rand_f32(rng, k, 0.05f, 1.f);
-    const float sum = std::accumulate(ws.begin(), ws.end(), 0.f);
-    for (int j = 0; j < k; ++j) ids->push_back(all[j]), w->push_back(ws[j] / sum);
-  }
-}
-
-// Scale bytes of a realistic spread; a fraction `extreme` of them replaced by bytes drawn from
-// [ext_lo, ext_hi] (outside the tensor-core fast range: exercises the exact fallback).
-std::vector<uint8_t> rand_scales(std::mt19937_64& rng, size_t n, double extreme, int ext_lo,
-                                 int ext_hi) {
-  auto s = testing::rand_bytes(rng, n, 110, 135);
-  std::bernoulli_distribution pick(extreme);
-  std::uniform_int_distribution<int> ext(ext_lo, ext_hi);
-  for (auto& v : s)
-    if (pick(rng)) v = static_cast<uint8_t>(ext(rng));
-  return s;
-}
-
-// MXFP4 blocks of `rows` rows of `cols` values with ~1% all-zero rows.
-std::vector<uint8_t> rand_blocks(std::mt19937_64& rng, size_t rows, int cols) {
-  auto b = testing::rand_bytes(rng, rows * cols / 2, 0, 255);
-  std::bernoulli_distribution zero(0.01);
-  for (size_t r = 0; r < rows; ++r)
-    if (zero(rng)) std::fill_n(b.begin() + r * cols / 2, cols / 2, uint8_t{0});
-  return b;
-}
 
 struct Errors {
   double gate_up = 0, down = 0;
@@ -325,13 +295,13 @@ TEST(Moe, RejectsBadParams) {
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2890, 8, 1.702f, 7.f};
   EXPECT_NE(g.validate().message().find("multiples of 32"), std::string::npos);
   g = MoeGateUpParams{&u, &u, &f, &f, &i, &f, 1, 4, 2880, 2880, 8, 1.702f, 7.f};
-  g.pipe = 9;
-  EXPECT_NE(g.validate().message().find("pipe 9 does not exist"), std::string::npos);
+  g.pipe = 8;
+  EXPECT_NE(g.validate().message().find("pipe 8 does not exist"), std::string::npos);
   MoeDownParams d{&u, &u, &f, &f, &i, &f, &f, 1, 4, 2880, 2880, 8};
   // The pipes that exist; the removed experiments (gate_up also 2) are rejected by name.
-  for (int pipe = -1; pipe <= 9; ++pipe) {
+  for (int pipe = -1; pipe <= 10; ++pipe) {
     g.pipe = d.pipe = pipe;
-    const bool gu_ok = pipe == 0 || pipe == 6, dn_ok = gu_ok || pipe == 2;
+    const bool gu_ok = pipe == 0 || pipe == 6 || pipe == 9, dn_ok = gu_ok || pipe == 2;
     EXPECT_EQ(g.validate().ok(), gu_ok) << "gate_up pipe " << pipe;
     EXPECT_EQ(d.validate().ok(), dn_ok) << "down pipe " << pipe;
     if (!gu_ok) {

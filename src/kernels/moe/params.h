@@ -32,7 +32,9 @@ struct MoeGateUpParams {
   // fallback. Pipe 6 needs sm_90, H/32 and I/32 even, 16-byte aligned weights and batch <= 64;
   // otherwise gate_up runs pipe 0 (and down pipe 2, then 0: MoeDownParams::pipe). The
   // experimental pipes 1, 3, 4, 5, 7, 8 (and gate_up pipe 2) were removed in session 4;
-  // validate() rejects them.
+  // validate() rejects them. 9 = expert-grouped streaming kernel (grouped.cu, session 19: each
+  // routed expert streamed once per step for all its rows, for decode batches >= 2; sm_90,
+  // batch * k <= 256, k <= 8, E <= 256), falling back to 6.
   int pipe = 6;
   // Programmatic dependent launch (pdl.h), honoured by pipe 6 only (the other pipes, and the
   // fallbacks, are launched without the attribute). gate_up waits (pdl_wait) before reading ids,
@@ -52,8 +54,9 @@ struct MoeDownParams {
   float* resid = nullptr;           // [batch, H] f32, accumulated into
   int batch = 0, k = 0, hidden = 0, inter = 0, n_experts = 0;
   // 6 = streaming kernel (bulk.cu, default), 2 = cp.async ring, one-wave grid, 12 warps
-  // (pipe.cu), 0 = register-staged kernel (kernel.cu). Where a pipe does not apply it falls
-  // back: 6 -> 2 -> 0. Other values (removed experiments) are rejected by validate().
+  // (pipe.cu), 0 = register-staged kernel (kernel.cu), 9 = expert-grouped streaming kernel
+  // (grouped.cu; needs `part`) followed by moe_combine_f32. Where a pipe does not apply it falls
+  // back: 9 -> 6 -> 2 -> 0. Other values (removed experiments) are rejected by validate().
   int pipe = 6;
   // PDL (pipe 6 only). down reads ids and weights and issues its weight copies BEFORE
   // pdl_wait: the exception to rule 1 of pdl.h derived in docs/decode-overhead.md. down runs
@@ -65,8 +68,14 @@ struct MoeDownParams {
   // Requires that the kernel launched right before down is a gate_up for the same ids (or a
   // kernel that triggers only after the router completed).
   bool pdl = false;
+  float* part = nullptr;  // [batch, k, H] f32 workspace of pipe 9 (else unused)
   Status validate() const;
 };
+
+// Whether pipe 9 would run its own (expert-grouped) kernels for these params on the current
+// device instead of falling back to pipe 6 (the runner's kernel_path, tests).
+bool moe_gate_up_grouped_supported(const MoeGateUpParams& p);
+bool moe_down_grouped_supported(const MoeDownParams& p);
 
 // Kernels moe_gate_up_swiglu_mxfp4w_f32a and moe_down_mxfp4w_f32a.
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t stream);

@@ -19,6 +19,12 @@ Status launch_moe_down_bulk(const MoeDownParams& p, cudaStream_t s);
 bool moe_gate_up_bulk_supported(const MoeGateUpParams& p);
 bool moe_down_bulk_supported(const MoeDownParams& p);
 
+// Expert-grouped streaming kernels (pipe 9, grouped.cu): each routed expert once per launch for
+// all its rows; down also launches moe_combine_f32 (needs p.part). Same fallback rule (an
+// Unsupported status without launching); honour p.pdl. (*_grouped_supported: params.h.)
+Status launch_moe_gate_up_grouped(const MoeGateUpParams& p, cudaStream_t s);
+Status launch_moe_down_grouped(const MoeDownParams& p, cudaStream_t s);
+
 // Bench probe (bulk_probe.cu): `blocks` blocks each stream per_block contiguous bytes of src
 // through a ring of ring_bytes with bulk copies of `chunk` bytes (no compute).
 // As launch_moe_bulk_probe through cp.async (the LSU path) by 256 threads per block.

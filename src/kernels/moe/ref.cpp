@@ -21,10 +21,10 @@ Status check_shape(const char* op, int batch, int k, int hidden, int inter, int 
 
 // The pipes launch_moe_* still has (session 4 removed the experiments 1, 3, 4, 5, 7, 8).
 Status check_pipe(const char* op, int pipe, bool has_pipe2) {
-  if (pipe == 0 || pipe == 6 || (has_pipe2 && pipe == 2)) return Status::Ok();
+  if (pipe == 0 || pipe == 6 || pipe == 9 || (has_pipe2 && pipe == 2)) return Status::Ok();
   return InvalidArgument(std::string(op) + ": pipe " + std::to_string(pipe) +
                          " does not exist (removed in session 4, docs/moe-decode.md); use " +
-                         (has_pipe2 ? "6 (default), 2 or 0" : "6 (default) or 0"));
+                         (has_pipe2 ? "6 (default), 9, 2 or 0" : "6 (default), 9 or 0"));
 }
 
 }  // namespace
