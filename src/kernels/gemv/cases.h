@@ -17,12 +17,20 @@ inline constexpr GemvCase kGemvCases[] = {
     {"router 120b 128x2880 b1", 128, 2880, 1, false, false, true},
     {"router 20b 32x2880 b8", 32, 2880, 8, false, false, true},
     {"odd 1001x136 b13 argmax", 1001, 136, 13, false, true, true},
+    {"odd 1001x160 b13 argmax", 1001, 160, 13, false, true, true},
+    {"lm_head-like 5000x2880 b8 argmax", 5000, 2880, 8, false, true, true},
+    {"router 20b 32x2880 b2 +res", 32, 2880, 2, true, false, true},
     {"o_proj 2880x4096 b64", 2880, 4096, 64, true, false, true},
     {"small 50x136 b1 +res", 50, 136, 1, true, false, true},
     // 9 rows per block on 132 SMs but only 5 fit in shared memory: the bulk ring wraps.
     {"wide 1200x16384 b1", 1200, 16384, 1, false, false, true},
     {"lm_head 201088x2880 b1 argmax", 201088, 2880, 1, false, true, false},
     {"lm_head 201088x2880 b8", 201088, 2880, 8, false, false, false},
+    {"lm_head 201088x2880 b8 argmax", 201088, 2880, 8, false, true, false},
+    {"lm_head 201088x2880 b4 argmax", 201088, 2880, 4, false, true, false},
+    {"lm_head 201088x2880 b2 argmax", 201088, 2880, 2, false, true, false},
+    {"o_proj 2880x4096 b4 +res (bench)", 2880, 4096, 4, true, false, false},
+    {"o_proj 2880x4096 b8 +res (bench)", 2880, 4096, 8, true, false, false},
     {"lm_head 201088x2880 b1 (sampling)", 201088, 2880, 1, false, false, false},
 };
 

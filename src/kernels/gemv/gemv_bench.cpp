@@ -33,11 +33,12 @@ void warm_cases(double ceil) {
     cudaMemset(w.get(), 0, w.bytes());
     cudaMemset(x.get(), 0, x.bytes());
     cudaMemset(y.get(), 0, y.bytes());
-    for (int variant = 1; variant <= 2; ++variant) {
+    for (int variant = 1; variant <= 3; ++variant) {
       GemvParams p{w.get(), nullptr, x.get(), y.get(),      c.rows,
                    c.cols,  c.batch, c.rows,  c.accumulate, c.argmax ? am.get() : nullptr};
       p.variant = variant;
       if (variant == 2 && !gemv_bulk_supported(p)) continue;
+      if (variant == 3 && !gemv_mma_supported(p)) continue;
       const double ms = testing::time_ms([&] { (void)launch_gemv(p, 0); }, 50);
       const double bytes = 2.0 * nw + 4.0 * c.batch * (c.cols + c.rows);
       testing::print_bench_line(std::string(gemv_variant(p)) + " " + c.name, bytes, ms, ceil);

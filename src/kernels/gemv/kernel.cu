@@ -6,6 +6,7 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/gemv/epilogue.cuh"
 #include "kernels/gemv/params.h"
 
 namespace gossamer::kern {
@@ -41,21 +42,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_bf16w_f32a(GemvParams p, boo
       if (row >= p.rows) continue;
       const float bias = p.bias ? p.bias[row] : 0.f;
 #pragma unroll
-      for (int b = 0; b < BT; ++b) {
-        if (b >= nb) continue;
-        const float v = acc[r][b] + bias;
-        if (p.y) {
-          float* dst = p.y + static_cast<size_t>(b0 + b) * p.ldy + row;
-          *dst = p.accumulate ? *dst + v : v;
-        }
-        if (p.argmax && !isnan(v)) atomicMax(&best[b], argmax_key(v, row));
-      }
+      for (int b = 0; b < BT; ++b)
+        if (b < nb) gemv_epi::store(p, row, b0, b, acc[r][b] + bias, best);
     }
   }
-  if (p.argmax) {
-    __syncthreads();
-    if (threadIdx.x < nb) atomicMax(p.argmax + b0 + threadIdx.x, best[threadIdx.x]);
-  }
+  gemv_epi::publish_argmax(p, b0, nb, best);
 }
 
 template <int BT>
@@ -72,11 +63,12 @@ Status launch_bt(const GemvParams& p, cudaStream_t s) {
 
 int gemv_resolved_variant(const GemvParams& p) {
   if (p.variant != 0) return p.variant;
-  return gemv_bulk_supported(p) ? 2 : 1;
+  return gemv_bulk_supported(p) ? 2 : gemv_mma_preferred(p) ? 3 : 1;
 }
 
 const char* gemv_variant(const GemvParams& p) {
   if (gemv_resolved_variant(p) == 2) return "gemv_bulk_bf16w_f32a";
+  if (gemv_resolved_variant(p) == 3) return "gemv_mma_bf16w_f32a";
   return p.batch <= 1   ? "gemv_bf16w_f32a<BT=1>"
          : p.batch <= 2 ? "gemv_bf16w_f32a<BT=2>"
          : p.batch <= 4 ? "gemv_bf16w_f32a<BT=4>"
@@ -86,6 +78,7 @@ const char* gemv_variant(const GemvParams& p) {
 Status launch_gemv(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (gemv_resolved_variant(p) == 2) return launch_gemv_bulk(p, s);
+  if (gemv_resolved_variant(p) == 3) return launch_gemv_mma(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 2) return launch_bt<2>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);

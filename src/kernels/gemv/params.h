@@ -23,7 +23,8 @@ struct GemvParams {
   // [batch] packed (value, row) keys; reset to 0 before the launch. Null: no argmax.
   unsigned long long* argmax = nullptr;
   bool pdl = false;  // programmatic dependent launch (common/pdl.h)
-  // 0 = auto, 1 = the warp GEMV gemv_bf16w_f32a<BT>, 2 = gemv_bulk_bf16w_f32a (batch 1).
+  // 0 = auto, 1 = the warp GEMV gemv_bf16w_f32a<BT>, 2 = gemv_bulk_bf16w_f32a (batch 1),
+  // 3 = gemv_mma_bf16w_f32a (batch >= 2, cols % 32 == 0: tensor cores, mma.cu).
   int variant = 0;
   // Variant 2: weight ring bytes per block (0 = kGemvBulkRingBytes), at least 2 rows.
   int bulk_ring_bytes = 0;
@@ -38,11 +39,17 @@ inline constexpr int kGemvBulkMaxCols = 16384;
 inline constexpr int kGemvBulkRingBytes = 64 * 1024;
 bool gemv_bulk_supported(const GemvParams& p);
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t stream);
+// gemv_mma_bf16w_f32a (mma.cu): batch >= 2 (tiles of 8 rows), cols % 32 == 0. Preferred (auto)
+// from batch 3: at batch 2 the warp GEMV streams the lm_head faster (408 vs 444 us, H100).
+bool gemv_mma_supported(const GemvParams& p);
+bool gemv_mma_preferred(const GemvParams& p);
+Status launch_gemv_mma(const GemvParams& p, cudaStream_t stream);
 
-// Variant 1 (or auto): kernel gemv_bf16w_f32a<BT>, the batch tile BT in {1,2,4,8} from `batch`;
-// variant 2: launch_gemv_bulk.
+// Variant 1: kernel gemv_bf16w_f32a<BT>, the batch tile BT in {1,2,4,8} from `batch`; variant 2:
+// launch_gemv_bulk; variant 3: launch_gemv_mma; auto: 2 where supported (batch 1), else 3 where
+// preferred (batch >= 3), else 1.
 Status launch_gemv(const GemvParams& p, cudaStream_t stream);
-// The variant launch_gemv runs (variant 0 resolved: 2 where gemv_bulk_supported, else 1), and
+// The variant launch_gemv runs (variant 0 resolved as above), and
 // its kernel's name (kernel-path report). Only the shape fields of p matter.
 int gemv_resolved_variant(const GemvParams& p);
 const char* gemv_variant(const GemvParams& p);

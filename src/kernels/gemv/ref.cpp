@@ -12,9 +12,9 @@ Status GemvParams::validate() const {
   if (rows <= 0 || cols <= 0 || batch <= 0) return InvalidArgument(ctx + "sizes must be > 0");
   if (cols % 8 != 0) return InvalidArgument(ctx + "cols must be a multiple of 8");
   if (y && ldy < rows) return InvalidArgument(ctx + "ldy < rows");
-  if (variant < 0 || variant > 2) {
+  if (variant < 0 || variant > 3) {
     return InvalidArgument(ctx + "variant " + std::to_string(variant) +
-                           " does not exist (0 = auto, 1 = warp GEMV, 2 = bulk)");
+                           " does not exist (0 = auto, 1 = warp GEMV, 2 = bulk, 3 = mma)");
   }
   if ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) % 16 != 0) {
     return InvalidArgument(ctx + "w and x must be 16-byte aligned");

@@ -1,0 +1,162 @@
+// gemv_mma_bf16w_f32a (variant 3): the GEMV for 2..8 activation rows per batch tile on the tensor
+// cores. The warp GEMV (kernel.cu) spends ~BT fp32 FMAs and an L1 load of x per weight and runs at
+// 54% of the copy ceiling for the lm_head at batch 8 (704 us on the H100); here each weight is
+// one bf16 A element of mma.sync.m16n8k16 and x is the B operand (lm_head b8: 444 us, 88%).
+//
+// Mapping: a block owns a tile of 16 weight rows (rows r0 + g and r0 + g + 8 for lane g =
+// lane / 4, t = lane % 4); its 8 warps split K by 32-column steps, warp w taking steps w, w + 8,
+// ... so that at any time the block reads adjacent 64-byte pieces of each row (a warp per tile
+// with its own K range, or contiguous K slices per warp, ran at 65% / 82%: the DRAM wants long
+// runs). Grid (ceil(rows / 16), ceil(batch / 8)). Per 32 columns k0: lane (g, t) loads 16 bytes of
+// each of its two rows (columns k0 + 8t .. 8t + 7), and the 8 floats x[b = g][k0 + 8t ..]
+// (L1-resident) split into three bf16 terms (hi, lo = bf16(x - hi), lo2 = bf16(x - hi - lo): 24
+// bits, as fp32). The K order inside an mma is free as long as A and B agree: mma 1 takes columns
+// 8t .. 8t + 3 of every lane, mma 2 the columns 8t + 4 .. 8t + 7 (a0 / a2 = row g's first / second
+// pair, a1 / a3 row g + 8's; b0 / b1 the same pairs of x). D (lane g, t) = rows g, g + 8 x batch
+// columns 2t, 2t + 1. Accumulators restart every 32 columns (the tensor core's fp32 accumulation
+// truncates) and are added in fp32: hi, lo, lo2 separately, summed at the end; the 8 partials of a
+// tile are added in warp order through shared memory (deterministic). Epilogue as kernel.cu: bias,
+// y (+)=, argmax.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/common/cuda_check.h"
+#include "kernels/common/device.cuh"
+#include "kernels/common/gemv_core.cuh"
+#include "kernels/common/pdl.cuh"
+#include "kernels/common/pdl.h"
+#include "kernels/gemv/epilogue.cuh"
+#include "kernels/gemv/params.h"
+
+namespace gossamer::kern {
+namespace {
+
+// kSplit warps per tile of 16 rows = the block; 4 steps of 32 columns in flight per warp.
+constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kBT = 8, kSplits = 3;
+
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+// Splits the pair (a, b) into three bf16x2 terms; a, b become the remainders.
+__device__ __forceinline__ void split3(float a, float b, uint32_t (&out)[kSplits]) {
+#pragma unroll
+  for (int s = 0; s < kSplits; ++s) {
+    out[s] = pack2(a, b);
+    a -= __uint_as_float(out[s] << 16);
+    b -= __uint_as_float(out[s] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 32-column step: weights wa (row g), wb (row g + 8), x8 = x[g][k0 + 8t .. + 8].
+__device__ __forceinline__ void step32(const uint4& wa, const uint4& wb, const float4& xa,
+                                       const float4& xb, float (&acc)[kSplits][4]) {
+  uint32_t x01[kSplits], x23[kSplits], x45[kSplits], x67[kSplits];
+  split3(xa.x, xa.y, x01);
+  split3(xa.z, xa.w, x23);
+  split3(xb.x, xb.y, x45);
+  split3(xb.z, xb.w, x67);
+#pragma unroll
+  for (int s = 0; s < kSplits; ++s) {
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+    mma16816(d, wa.x, wb.x, wa.y, wb.y, x01[s], x23[s]);
+    mma16816(d, wa.z, wb.z, wa.w, wb.w, x45[s], x67[s]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[s][i] += d[i];
+  }
+}
+
+__global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p) {
+  __shared__ float red[kWarps][32][4];
+  __shared__ unsigned long long best[kBT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int tile = blockIdx.x, part = warp;
+  const int b0 = blockIdx.y * kBT, nb = min(kBT, p.batch - b0);
+  const int r0 = tile * 16, steps = p.cols / 32;
+  // This warp's 32-column steps: part, part + kSplit, ... (the block's warps read adjacent
+  // 64-byte pieces of each row at a time: contiguous runs for the DRAM).
+  const int n_steps = (steps - part + kSplit - 1) / kSplit;
+  const uint16_t* wa_row = p.w + static_cast<size_t>(min(r0 + g, p.rows - 1)) * p.cols + 8 * t;
+  const uint16_t* wb_row = p.w + static_cast<size_t>(min(r0 + g + 8, p.rows - 1)) * p.cols + 8 * t;
+  const float* xr = p.x + static_cast<size_t>(b0 + min(g, nb - 1)) * p.cols + 8 * t;
+  if (p.argmax && threadIdx.x < kBT) best[threadIdx.x] = 0ull;
+  pdl_wait();  // x (and y when accumulating) come from earlier kernels
+  pdl_trigger();
+  float acc[kSplits][4] = {};
+  auto col = [&](int i) { return 32 * (part + kSplit * i); };
+  int i = 0;
+  for (; i + kUnroll <= n_steps; i += kUnroll) {
+    uint4 wa[kUnroll], wb[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      wa[u] = ld_stream16(wa_row + col(i + u));
+      wb[u] = ld_stream16(wb_row + col(i + u));
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const float4* xp = reinterpret_cast<const float4*>(xr + col(i + u));
+      step32(wa[u], wb[u], __ldg(xp), __ldg(xp + 1), acc);
+    }
+  }
+  for (; i < n_steps; ++i) {
+    const float4* xp = reinterpret_cast<const float4*>(xr + col(i));
+    step32(ld_stream16(wa_row + col(i)), ld_stream16(wb_row + col(i)), __ldg(xp), __ldg(xp + 1),
+           acc);
+  }
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = (acc[0][i] + acc[1][i]) + acc[2][i];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) red[warp][lane][i] = v[i];
+  __syncthreads();
+  if (part == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[i] = red[0][lane][i];
+#pragma unroll
+      for (int w = 1; w < kSplit; ++w) v[i] += red[w][lane][i];
+    }
+  }
+  if (part == 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = r0 + g + (i >= 2 ? 8 : 0), b = 2 * t + (i & 1);
+      if (row < p.rows && b < nb)
+        gemv_epi::store(p, row, b0, b, v[i] + (p.bias ? p.bias[row] : 0.f), best);
+    }
+  }
+  gemv_epi::publish_argmax(p, b0, nb, best);
+}
+
+}  // namespace
+
+// Shape only (as gemv_bulk_supported): launch_gemv_mma validates the rest.
+bool gemv_mma_supported(const GemvParams& p) {
+  return p.batch >= 2 && p.cols > 0 && p.cols % 32 == 0;
+}
+
+bool gemv_mma_preferred(const GemvParams& p) {
+  return gemv_mma_supported(p) && p.batch >= 3;
+}
+
+Status launch_gemv_mma(const GemvParams& p, cudaStream_t s) {
+  GS_RETURN_IF_ERROR(p.validate());
+  if (!gemv_mma_supported(p)) {
+    return Unsupported("gemv_mma_bf16w_f32a: needs batch >= 2 and cols % 32 == 0");
+  }
+  const dim3 grid((p.rows + 15) / 16, (p.batch + kBT - 1) / kBT);
+  return launch_pdl(p.pdl, "gemv_mma_bf16w_f32a", gemv_mma_bf16w_f32a, grid, dim3(kWarps * 32), 0,
+                    s, p);
+}
+
+}  // namespace gossamer::kern
