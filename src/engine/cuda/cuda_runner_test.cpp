@@ -244,7 +244,11 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
   make_fixture(&f, small_config(rng), rng(), 64);
   if (HasFatalFailure()) return;
   // A second GPU runner that sees each sequence alone (batch 1): batching must not change the
-  // math beyond reduction order.
+  // math beyond reduction order. At 3 rows the O-projection and lm_head GEMVs run on the tensor
+  // cores (gemv_mma_bf16w_f32a: each output within ~1e-7 of fp64, as the batch-1 GEMVs, but summed
+  // in another order); these tiny random models amplify such op-level differences ~100x in the
+  // logits (up to 2.2e-5 seen), so the bound is 1e-4: far below the O(1) error of a wrong row,
+  // slot or position, and below the rows' distance to the CPU reference (up to ~1e-4).
   CudaRunnerOptions o;
   o.kv = f.kv;
   o.max_seq_len = 256;
@@ -293,7 +297,7 @@ TEST(CudaRunner, BatchedDecodeMatchesSingleSequenceAndCpu) {
   }
   std::printf("batched decode (3 seqs x 5 steps): worst rel_err vs gpu batch-1 %.3g\n",
               worst_single);
-  EXPECT_LT(worst_single, 1e-5);
+  EXPECT_LT(worst_single, 1e-4);
   expect_rows_match_bf16kv(cpu_errs, "batched decode vs cpu (bf16 K/V)");
 }
 

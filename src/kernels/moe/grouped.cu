@@ -212,7 +212,14 @@ __device__ void consume(const GJob& J, const GLayout& L, const Sched& S, int2 r,
       tc_stage(vs + v * L.vec_units, J.vec(S.order[it.begin + v], L.nb), 1, L.nb, threadIdx.x,
                kWarps * 32);
     named_sync(kConsumerBar, kWarps * 32);
-    for (int n = 0; m + kPairs * n < n_seg; ++n) {
+    // Every pair runs the segment's rounds (a pair without a unit in a round only meets its pair
+    // barrier), so that all warps have passed the same barriers when the next segment restages:
+    // compute-sanitizer's racecheck reported the restaging as racing with the mma reads otherwise.
+    for (int n = 0; kPairs * n < n_seg; ++n) {
+      if (m + kPairs * n >= n_seg) {
+        named_sync(1 + m, 64);
+        continue;
+      }
       const int c = used++;
       float acc[kC][4] = {};
       uint32_t bad = 0;
