@@ -2,7 +2,9 @@
 // greedy argmax keys and the greedy tokens (optionally fed back as the next step's inputs).
 //
 // Up to kGemvMaxRows logits rows: gathered RMSNorm + the lm_head GEMV with fused argmax (one pass
-// over the 1.16 GB weight per 8 rows, f32 activations). More rows (decode batches, prompts with
+// over the 1.16 GB weight per 8 rows, f32 activations; from 3 rows on the tensor cores). (The
+// tensor-core GEMV with 16- or 32-row tiles measured slower than cuBLASLt here: engine tg32 b32
+// 20b 3756 -> 3185 t/s; kernels/gemv/params.h.) More rows (decode batches, prompts with
 // all-row logits): one pass per 8 rows would cost ~0.4-0.7 ms each, so the rows go through
 // cuBLASLt instead: the normed rows split into bf16 hi + lo (hi + lo carries ~16 significant
 // bits, so the logits stay within ~1e-5 of the f32 GEMV and greedy picks agree except at

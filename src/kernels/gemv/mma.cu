@@ -1,22 +1,23 @@
-// gemv_mma_bf16w_f32a (variant 3): the GEMV for 2..8 activation rows per batch tile on the tensor
-// cores. The warp GEMV (kernel.cu) spends ~BT fp32 FMAs and an L1 load of x per weight and runs at
-// 54% of the copy ceiling for the lm_head at batch 8 (704 us on the H100); here each weight is
-// one bf16 A element of mma.sync.m16n8k16 and x is the B operand (lm_head b8: 444 us, 88%).
+// gemv_mma_bf16w_f32a (variant 3): the GEMV for batch tiles of 8, 16 or 32 activation rows on
+// the tensor cores (one pass over the weights per tile). The warp GEMV (kernel.cu) spends ~BT fp32
+// FMAs and an L1 load of x per weight and runs at 54% of the copy ceiling for the lm_head at batch
+// 8 (704 us on the H100); here each weight is one bf16 A element of mma.sync.m16n8k16 and x is the
+// B operand (lm_head b8: 444 us, 88%).
 //
 // Mapping: a block owns a tile of 16 weight rows (rows r0 + g and r0 + g + 8 for lane g =
 // lane / 4, t = lane % 4); its 8 warps split K by 32-column steps, warp w taking steps w, w + 8,
 // ... so that at any time the block reads adjacent 64-byte pieces of each row (a warp per tile
 // with its own K range, or contiguous K slices per warp, ran at 65% / 82%: the DRAM wants long
-// runs). Grid (ceil(rows / 16), ceil(batch / 8)). Per 32 columns k0: lane (g, t) loads 16 bytes of
-// each of its two rows (columns k0 + 8t .. 8t + 7), and the 8 floats x[b = g][k0 + 8t ..]
-// (L1-resident) split into three bf16 terms (hi, lo = bf16(x - hi), lo2 = bf16(x - hi - lo): 24
-// bits, as fp32). The K order inside an mma is free as long as A and B agree: mma 1 takes columns
-// 8t .. 8t + 3 of every lane, mma 2 the columns 8t + 4 .. 8t + 7 (a0 / a2 = row g's first / second
-// pair, a1 / a3 row g + 8's; b0 / b1 the same pairs of x). D (lane g, t) = rows g, g + 8 x batch
-// columns 2t, 2t + 1. Accumulators restart every 32 columns (the tensor core's fp32 accumulation
-// truncates) and are added in fp32: hi, lo, lo2 separately, summed at the end; the 8 partials of a
-// tile are added in warp order through shared memory (deterministic). Epilogue as kernel.cu: bias,
-// y (+)=, argmax.
+// runs). Grid (ceil(rows / 16), ceil(batch / tile)). Per 32 columns k0: lane (g, t) loads 16
+// bytes of each of its two rows (columns k0 + 8t .. 8t + 7) and, for each n-tile j of the batch
+// tile, the 8 floats x[8j + g][k0 + 8t ..] (L1-resident) split into three bf16 terms (hi,
+// lo = bf16(x - hi), lo2 = bf16(x - hi - lo): 24 bits, as fp32). The K order inside an mma is free
+// as long as A and B agree: mma 1 takes columns 8t .. 8t + 3 of every lane, mma 2 the columns
+// 8t + 4 .. 8t + 7 (a0 / a2 = row g's first / second pair, a1 / a3 row g + 8's; b0 / b1 the same
+// pairs of x). D (lane g, t) of n-tile j = rows g, g + 8 x batch columns 8j + 2t, 8j + 2t + 1.
+// Accumulators restart every 32 columns (the tensor core's fp32 accumulation truncates) and are
+// added in fp32: hi, lo, lo2 separately, summed at the end; the 8 partials of a tile are added in
+// warp order through shared memory (deterministic). Epilogue as kernel.cu: bias, y (+)=, argmax.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -33,7 +34,7 @@ namespace gossamer::kern {
 namespace {
 
 // kSplit warps per tile of 16 rows = the block; 4 steps of 32 columns in flight per warp.
-constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kBT = 8, kSplits = 3;
+constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kSplits = 3;
 
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -58,26 +59,47 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 32-column step: weights wa (row g), wb (row g + 8), x8 = x[g][k0 + 8t .. + 8].
-__device__ __forceinline__ void step32(const uint4& wa, const uint4& wb, const float4& xa,
-                                       const float4& xb, float (&acc)[kSplits][4]) {
+// The three bf16 terms of x[k0 + 8t .. + 8] of one activation row, as B pairs: x[s][0] / x[s][1]
+// (columns 8t .. 8t + 3: mma 1) and x[s][2] / x[s][3] (8t + 4 .. 8t + 7: mma 2).
+__device__ __forceinline__ void split_x8(const float4& xa, const float4& xb,
+                                         uint32_t (&x)[kSplits][4]) {
   uint32_t x01[kSplits], x23[kSplits], x45[kSplits], x67[kSplits];
   split3(xa.x, xa.y, x01);
   split3(xa.z, xa.w, x23);
   split3(xb.x, xb.y, x45);
   split3(xb.z, xb.w, x67);
 #pragma unroll
-  for (int s = 0; s < kSplits; ++s) {
-    float d[4] = {0.f, 0.f, 0.f, 0.f};
-    mma16816(d, wa.x, wb.x, wa.y, wb.y, x01[s], x23[s]);
-    mma16816(d, wa.z, wb.z, wa.w, wb.w, x45[s], x67[s]);
+  for (int s = 0; s < kSplits; ++s)
+    x[s][0] = x01[s], x[s][1] = x23[s], x[s][2] = x45[s], x[s][3] = x67[s];
+}
+
+// One 32-column step: weights wa (row g), wb (row g + 8); n-tile j of the batch tile takes
+// activation row 8j + g (xr[j]).
+template <int kNT>
+__device__ __forceinline__ void step32(const uint4& wa, const uint4& wb,
+                                       const float* const (&xr)[kNT], int k,
+                                       float (&acc)[kNT][kSplits][4]) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[s][i] += d[i];
+  for (int j = 0; j < kNT; ++j) {
+    const float4* xp = reinterpret_cast<const float4*>(xr[j] + k);
+    uint32_t x[kSplits][4];
+    split_x8(__ldg(xp), __ldg(xp + 1), x);
+#pragma unroll
+    for (int s = 0; s < kSplits; ++s) {
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
+      mma16816(d, wa.x, wb.x, wa.y, wb.y, x[s][0], x[s][1]);
+      mma16816(d, wa.z, wb.z, wa.w, wb.w, x[s][2], x[s][3]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][s][i] += d[i];
+    }
   }
 }
 
+// Batch tiles of 8 kNT activation rows (n-tile j: rows 8j .. 8j + 7 of the tile).
+template <int kNT>
 __global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p) {
-  __shared__ float red[kWarps][32][4];
+  constexpr int kBT = 8 * kNT;
+  __shared__ float red[kWarps][32][kNT * 4];
   __shared__ unsigned long long best[kBT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x, part = warp;
@@ -88,11 +110,14 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p)
   const int n_steps = (steps - part + kSplit - 1) / kSplit;
   const uint16_t* wa_row = p.w + static_cast<size_t>(min(r0 + g, p.rows - 1)) * p.cols + 8 * t;
   const uint16_t* wb_row = p.w + static_cast<size_t>(min(r0 + g + 8, p.rows - 1)) * p.cols + 8 * t;
-  const float* xr = p.x + static_cast<size_t>(b0 + min(g, nb - 1)) * p.cols + 8 * t;
+  const float* xr[kNT];
+#pragma unroll
+  for (int j = 0; j < kNT; ++j)
+    xr[j] = p.x + static_cast<size_t>(b0 + min(8 * j + g, nb - 1)) * p.cols + 8 * t;
   if (p.argmax && threadIdx.x < kBT) best[threadIdx.x] = 0ull;
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
-  float acc[kSplits][4] = {};
+  float acc[kNT][kSplits][4] = {};
   auto col = [&](int i) { return 32 * (part + kSplit * i); };
   int i = 0;
   for (; i + kUnroll <= n_steps; i += kUnroll) {
@@ -103,39 +128,40 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p)
       wb[u] = ld_stream16(wb_row + col(i + u));
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const float4* xp = reinterpret_cast<const float4*>(xr + col(i + u));
-      step32(wa[u], wb[u], __ldg(xp), __ldg(xp + 1), acc);
+    for (int u = 0; u < kUnroll; ++u) step32<kNT>(wa[u], wb[u], xr, col(i + u), acc);
+  }
+  for (; i < n_steps; ++i)
+    step32<kNT>(ld_stream16(wa_row + col(i)), ld_stream16(wb_row + col(i)), xr, col(i), acc);
+  float v[kNT][4];
+#pragma unroll
+  for (int j = 0; j < kNT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[j][i] = (acc[j][0][i] + acc[j][1][i]) + acc[j][2][i];
+      red[warp][lane][4 * j + i] = v[j][i];
     }
-  }
-  for (; i < n_steps; ++i) {
-    const float4* xp = reinterpret_cast<const float4*>(xr + col(i));
-    step32(ld_stream16(wa_row + col(i)), ld_stream16(wb_row + col(i)), __ldg(xp), __ldg(xp + 1),
-           acc);
-  }
-  float v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = (acc[0][i] + acc[1][i]) + acc[2][i];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) red[warp][lane][i] = v[i];
   __syncthreads();
   if (part == 0) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[i] = red[0][lane][i];
+    for (int j = 0; j < kNT; ++j)
 #pragma unroll
-      for (int w = 1; w < kSplit; ++w) v[i] += red[w][lane][i];
-    }
-  }
-  if (part == 0) {
+      for (int i = 0; i < 4; ++i) {
+        v[j][i] = red[0][lane][4 * j + i];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = r0 + g + (i >= 2 ? 8 : 0), b = 2 * t + (i & 1);
-      if (row < p.rows && b < nb)
-        gemv_epi::store(p, row, b0, b, v[i] + (p.bias ? p.bias[row] : 0.f), best);
-    }
+        for (int w = 1; w < kSplit; ++w) v[j][i] += red[w][lane][4 * j + i];
+        const int row = r0 + g + (i >= 2 ? 8 : 0), b = 8 * j + 2 * t + (i & 1);
+        if (row < p.rows && b < nb)
+          gemv_epi::store(p, row, b0, b, v[j][i] + (p.bias ? p.bias[row] : 0.f), best);
+      }
   }
   gemv_epi::publish_argmax(p, b0, nb, best);
+}
+
+template <int kNT>
+Status launch_nt(const GemvParams& p, cudaStream_t s) {
+  const dim3 grid((p.rows + 15) / 16, (p.batch + 8 * kNT - 1) / (8 * kNT));
+  return launch_pdl(p.pdl, "gemv_mma_bf16w_f32a", gemv_mma_bf16w_f32a<kNT>, grid, dim3(kWarps * 32),
+                    0, s, p);
 }
 
 }  // namespace
@@ -154,9 +180,10 @@ Status launch_gemv_mma(const GemvParams& p, cudaStream_t s) {
   if (!gemv_mma_supported(p)) {
     return Unsupported("gemv_mma_bf16w_f32a: needs batch >= 2 and cols % 32 == 0");
   }
-  const dim3 grid((p.rows + 15) / 16, (p.batch + kBT - 1) / kBT);
-  return launch_pdl(p.pdl, "gemv_mma_bf16w_f32a", gemv_mma_bf16w_f32a, grid, dim3(kWarps * 32), 0,
-                    s, p);
+  // Batch tiles of 8, 16 or 32 rows: one pass over the weights per tile.
+  if (p.batch <= 8) return launch_nt<1>(p, s);
+  if (p.batch <= 16) return launch_nt<2>(p, s);
+  return launch_nt<4>(p, s);
 }
 
 }  // namespace gossamer::kern

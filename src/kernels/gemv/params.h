@@ -39,8 +39,10 @@ inline constexpr int kGemvBulkMaxCols = 16384;
 inline constexpr int kGemvBulkRingBytes = 64 * 1024;
 bool gemv_bulk_supported(const GemvParams& p);
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t stream);
-// gemv_mma_bf16w_f32a (mma.cu): batch >= 2 (tiles of 8 rows), cols % 32 == 0. Preferred (auto)
-// from batch 3: at batch 2 the warp GEMV streams the lm_head faster (408 vs 444 us, H100).
+// gemv_mma_bf16w_f32a (mma.cu): batch >= 2 (tiles of 8, 16, 32 rows), cols % 32 == 0. Preferred
+// (auto) from batch 3: at batch 2 the warp GEMV streams the lm_head faster (408 vs 444 us, H100).
+// Tiles of 16 / 32 rows re-split x in every warp and turn compute-bound (lm_head b16 719 us, b32
+// 2162 us; the warp GEMV 1412 / 2814): the runner keeps cuBLASLt for > 8 logits rows.
 bool gemv_mma_supported(const GemvParams& p);
 bool gemv_mma_preferred(const GemvParams& p);
 Status launch_gemv_mma(const GemvParams& p, cudaStream_t stream);
