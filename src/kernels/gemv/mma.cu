@@ -27,6 +27,7 @@
 #include "kernels/common/gemv_core.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
+#include "kernels/flash_attn/mma.cuh"  // mma_bf16, pack_bf16
 #include "kernels/gemv/epilogue.cuh"
 #include "kernels/gemv/params.h"
 
@@ -36,27 +37,14 @@ namespace {
 // kSplit warps per tile of 16 rows = the block; 4 steps of 32 columns in flight per warp.
 constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kSplits = 3;
 
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 // Splits the pair (a, b) into three bf16x2 terms; a, b become the remainders.
 __device__ __forceinline__ void split3(float a, float b, uint32_t (&out)[kSplits]) {
 #pragma unroll
   for (int s = 0; s < kSplits; ++s) {
-    out[s] = pack2(a, b);
+    out[s] = pack_bf16(a, b);
     a -= __uint_as_float(out[s] << 16);
     b -= __uint_as_float(out[s] & 0xffff0000u);
   }
-}
-
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // The three bf16 terms of x[k0 + 8t .. + 8] of one activation row, as B pairs: x[s][0] / x[s][1]
@@ -79,6 +67,7 @@ template <int kNT>
 __device__ __forceinline__ void step32(const uint4& wa, const uint4& wb,
                                        const float* const (&xr)[kNT], int k,
                                        float (&acc)[kNT][kSplits][4]) {
+  const uint32_t a1[4] = {wa.x, wb.x, wa.y, wb.y}, a2[4] = {wa.z, wb.z, wa.w, wb.w};
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
     const float4* xp = reinterpret_cast<const float4*>(xr[j] + k);
@@ -87,8 +76,8 @@ __device__ __forceinline__ void step32(const uint4& wa, const uint4& wb,
 #pragma unroll
     for (int s = 0; s < kSplits; ++s) {
       float d[4] = {0.f, 0.f, 0.f, 0.f};
-      mma16816(d, wa.x, wb.x, wa.y, wb.y, x[s][0], x[s][1]);
-      mma16816(d, wa.z, wb.z, wa.w, wb.w, x[s][2], x[s][3]);
+      mma_bf16(d, a1, x[s][0], x[s][1]);
+      mma_bf16(d, a2, x[s][2], x[s][3]);
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[j][s][i] += d[i];
     }

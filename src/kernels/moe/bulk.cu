@@ -49,10 +49,6 @@ using namespace moe_bulk;  // NOLINT
 constexpr int kConsumerBar = 15;  // named barrier of all consumer warps
 constexpr int kGuShare = 2;       // gate_up warps per unit (split K), session 8
 constexpr int kDnShare = 2;       // down warps per (unit, routed slot) (split K), session 14
-// First MX block of part h of nb blocks split `ways` ways (a multiple of 4, or nb).
-__device__ __forceinline__ int part_begin(int nb, int h, int ways = kGuShare) {
-  return h >= ways ? nb : (nb * h / ways) & ~3;
-}
 // Decode batches only (tested 1..64): a block streams the routed weights of one batch row, so
 // prefill-sized batches (the moe_prefill fallback runs these kernels on 2048 rows) would stream
 // every expert once per row with no L2 reuse between rows; they keep the old kernels.
@@ -146,9 +142,8 @@ __device__ __forceinline__ void init_barriers(const Layout& L, uint64_t* full, u
 
 // This block's unit range [u0, u0 + n_local) of its batch row.
 __device__ __forceinline__ int2 unit_range(const Layout& L) {
-  const int u0 = static_cast<int>(static_cast<long long>(L.units) * blockIdx.x / gridDim.x);
-  const int u1 = static_cast<int>(static_cast<long long>(L.units) * (blockIdx.x + 1) / gridDim.x);
-  return make_int2(u0, u1 - u0);
+  const int2 r = block_range(L.units);
+  return make_int2(r.x, r.y - r.x);
 }
 
 template <int kWarps, int kSpw>
@@ -194,8 +189,8 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
     uint32_t bad = 0;
     mbar_wait(full + s, (n / kGuShare) & 1);
     const uint8_t* st = smem + static_cast<size_t>(s) * L.sb;
-    run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad, part_begin(L.nb, h),
-              part_begin(L.nb, h + 1));
+    run_group(st, st + L.wbytes, xs, su, L.nb, lane, acc, bad, part_begin(L.nb, h, kGuShare),
+              part_begin(L.nb, h + 1, kGuShare));
     mbar_arrive(empty + s);
     float* q = part + (m * 2 + (n & 1)) * kGuShare * 9;  // part h at q + 9 h
     store_part(q + h * 9, acc, bad, lane);

@@ -15,6 +15,19 @@ namespace gossamer::kern::moe_bulk {
 
 using namespace moe_tc;  // NOLINT: internal helpers
 
+// First MX block of part h of nb blocks split `ways` ways (a multiple of 4, or nb): the K split
+// of warps sharing a row group.
+__device__ __forceinline__ int part_begin(int nb, int h, int ways) {
+  return h >= ways ? nb : (nb * h / ways) & ~3;
+}
+
+// This block's even share [x, y) of n_units units (one block per SM, contiguous ranges).
+__device__ __forceinline__ int2 block_range(int n_units) {
+  const auto u = static_cast<long long>(n_units);
+  return make_int2(static_cast<int>(u * blockIdx.x / gridDim.x),
+                   static_cast<int>(u * (blockIdx.x + 1) / gridDim.x));
+}
+
 // Fills `stage` with the 8-row group at row0: weights [8][nb][16] (8 nb 16 bytes), then scales
 // [8][nb], two bulk copies completing on `full` (with the L2 policy when `hint`).
 __device__ __forceinline__ void issue_row_group(const uint8_t* blocks, const uint8_t* scales,

@@ -43,7 +43,8 @@ constexpr int kConsumerBar = 15;
 // stages per pair, or items of 3, 4 or 6 pairs were slower. At 80 registers (the bound for 800
 // threads) ptxas spills a few bytes.
 constexpr int kWarps = 24;
-constexpr int kPairs = kWarps / 2;
+constexpr int kShare = 2;  // warps per unit (each half of K, part_begin)
+constexpr int kPairs = kWarps / kShare;
 constexpr int kC = 2;
 
 struct GLayout {
@@ -115,17 +116,6 @@ __device__ __forceinline__ void run_group_multi(const uint8_t* wg, const uint8_t
     partial_step(w, sc, full_steps, t, nc, q, sb);
     tc_block_multi(q, sb, bp, full_steps * 32, nv, acc, bad);
   }
-}
-
-__device__ __forceinline__ int part_begin(int nb, int h) {
-  return h >= 2 ? nb : (nb * h / 2) & ~3;
-}
-
-// This block's unit range [x, y) over n_units.
-__device__ __forceinline__ int2 block_range(int n_units) {
-  const auto u = static_cast<long long>(n_units);
-  return make_int2(static_cast<int>(u * blockIdx.x / gridDim.x),
-                   static_cast<int>(u * (blockIdx.x + 1) / gridDim.x));
 }
 
 // Producer (one thread): the units of every segment (run of one item) of [u0, u1) in the order
@@ -217,7 +207,7 @@ __device__ void consume(const GJob& J, const GLayout& L, const Sched& S, int2 r,
     // compute-sanitizer's racecheck reported the restaging as racing with the mma reads otherwise.
     for (int n = 0; kPairs * n < n_seg; ++n) {
       if (m + kPairs * n >= n_seg) {
-        named_sync(1 + m, 64);
+        named_sync(1 + m, kShare * 32);
         continue;
       }
       const int c = used++;
@@ -225,13 +215,13 @@ __device__ void consume(const GJob& J, const GLayout& L, const Sched& S, int2 r,
       uint32_t bad = 0;
       mbar_wait(full + m, c & 1);
       run_group_multi(st, st + 128 * L.nb, vs, L.vec_units, it.count, L.nb, lane, acc, bad,
-                      part_begin(L.nb, h), part_begin(L.nb, h + 1));
+                      part_begin(L.nb, h, kShare), part_begin(L.nb, h + 1, kShare));
       mbar_arrive(empty + m);
       float* q = part + (m * 2 + (c & 1)) * 2 * kC * 9;
 #pragma unroll
       for (int v = 0; v < kC; ++v)
         if (v < it.count) store_part(q + (h * kC + v) * 9, acc[v], bad, lane);
-      named_sync(1 + m, 64);
+      named_sync(1 + m, kShare * 32);
       if (h != 0) continue;
       const int g = u + m + kPairs * n - item * L.units_per_expert;
       for (int v = 0; v < it.count; ++v)
@@ -252,7 +242,7 @@ __device__ __forceinline__ void grouped_body(const GJob& J, const GLayout& L) {
   if (!J.down) pdl_wait(), pdl_trigger();  // gate_up: ids come from the router
   if (warp == kWarps) {
     if (lane == 0) {
-      for (int s = 0; s < kStages; ++s) mbar_init(full + s, 1), mbar_init(empty + s, 64);
+      for (int s = 0; s < kStages; ++s) mbar_init(full + s, 1), mbar_init(empty + s, kShare * 32);
       mbar_init_fence();
     }
     build_schedule(J.ids, J.n, J.n_experts, kC, S, T, lane);

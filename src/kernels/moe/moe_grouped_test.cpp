@@ -18,8 +18,6 @@
 namespace gossamer::kern {
 namespace {
 
-using testing::DevBuf;
-
 struct GroupedCase {
   const char* name;
   int batch, k, hidden, inter, n_experts;
@@ -46,31 +44,11 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 // One fresh random problem: pipe 6 and pipe 9 (PDL off / on) on the same inputs.
 void check_grouped(std::mt19937_64& rng, const GroupedCase& c, double extreme) {
-  const int H = c.hidden, I = c.inter, E = c.n_experts;
-  std::vector<int32_t> ids;
-  std::vector<float> rw;
-  moetest::route(rng, c.batch, c.k, E, &ids, &rw, c.pool);
-  const auto gu_blk = moetest::rand_blocks(rng, static_cast<size_t>(E) * 2 * I, H);
-  const auto gu_sc =
-      moetest::rand_scales(rng, static_cast<size_t>(E) * 2 * I * H / 32, extreme, 161, 190);
-  const auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
-  const auto dn_blk = moetest::rand_blocks(rng, static_cast<size_t>(E) * H, I);
-  const auto dn_sc = moetest::rand_scales(rng, static_cast<size_t>(E) * H * I / 32, extreme, 0, 33);
-  const auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
-  const auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-  const auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-  const size_t pairs = static_cast<size_t>(c.batch) * c.k;
-  DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
-  DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
-      dw(rw.size()), dact(pairs * I), dpart(pairs * H);
-  DevBuf<int32_t> dids(ids.size());
-  dgb.upload(gu_blk), dgs.upload(gu_sc), ddb.upload(dn_blk), dds.upload(dn_sc);
-  dgbias.upload(gu_b), ddbias.upload(dn_b), dx.upload(x), dw.upload(rw), dids.upload(ids);
-  MoeGateUpParams gp{
-      dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(), c.batch, c.k, H, I, E};
-  MoeDownParams dp{ddb.get(),  dds.get(), ddbias.get(), dact.get(), dids.get(), dw.get(),
-                   dres.get(), c.batch,   c.k,          H,          I,          E};
-  dp.part = dpart.get();
+  moetest::Problem P(rng, c.batch, c.k, c.hidden, c.inter, c.n_experts, {extreme, 161, 190},
+                     {extreme, 0, 33}, c.pool);
+  MoeGateUpParams& gp = P.gp;
+  MoeDownParams& dp = P.dp;
+  dp.act = P.dact.get();  // down reads what gate_up wrote
   gp.pipe = dp.pipe = 9;
   EXPECT_EQ(moe_gate_up_grouped_supported(gp), c.supported) << c.name;
   EXPECT_EQ(moe_down_grouped_supported(dp), c.supported) << c.name;
@@ -78,20 +56,20 @@ void check_grouped(std::mt19937_64& rng, const GroupedCase& c, double extreme) {
   auto run = [&](int pipe, bool pdl, std::vector<float>* act, std::vector<float>* out) {
     gp.pipe = dp.pipe = pipe;
     gp.pdl = dp.pdl = pdl;
-    dact.poison();
-    dpart.poison();
+    P.dact.poison();
+    P.dpart.poison();
     ASSERT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     testing::sync_or_die(std::string(c.name) + " gate_up");
-    *act = dact.download();
-    dres.upload(resid);
+    *act = P.dact.download();
+    P.dres.upload(P.resid);
     ASSERT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
     testing::sync_or_die(std::string(c.name) + " down");
-    *out = dres.download();
+    *out = P.dres.download();
   };
   std::vector<float> act6, out6;
   run(6, false, &act6, &out6);
-  const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
-  const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act6, ids, rw, resid, dp);
+  const auto act_ref = moe_gate_up_ref(P.gu_blk, P.gu_sc, P.gu_b, P.x, P.ids, gp);
+  const auto out_ref = moe_down_ref(P.dn_blk, P.dn_sc, P.dn_b, act6, P.ids, P.rw, P.resid, dp);
   for (bool pdl : {false, true}) {
     std::vector<float> act9, out9;
     run(9, pdl, &act9, &out9);

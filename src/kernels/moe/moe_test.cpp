@@ -20,11 +20,6 @@
 namespace gossamer::kern {
 namespace {
 
-using moetest::rand_blocks;
-using moetest::rand_scales;
-using moetest::route;
-using testing::DevBuf;
-
 // Kernel variants under test: {gate_up pipe, down pipe, pdl} (params.h): every pipe that exists
 // (gate_up 0 / 6, down 0 / 2 / 6), pipe 6 with PDL off and on.
 struct Variant {
@@ -43,41 +38,15 @@ struct Errors {
 template <size_t N = std::size(kVariants)>
 Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ext_lo, int ext_hi,
                   const Variant (&variants)[N] = kVariants) {
-  const int H = c.hidden, I = c.inter, E = c.n_experts;
-  std::vector<int32_t> ids;
-  std::vector<float> rw;
-  route(rng, c.batch, c.k, E, &ids, &rw);
-  const auto gu_blk = rand_blocks(rng, static_cast<size_t>(E) * 2 * I, H);
-  const auto gu_sc =
-      rand_scales(rng, static_cast<size_t>(E) * 2 * I * H / 32, extreme, ext_lo, ext_hi);
-  const auto gu_b = testing::rand_f32(rng, static_cast<size_t>(E) * 2 * I, -1.f, 1.f);
-  const auto dn_blk = rand_blocks(rng, static_cast<size_t>(E) * H, I);
-  const auto dn_sc = rand_scales(rng, static_cast<size_t>(E) * H * I / 32, extreme, ext_lo, ext_hi);
-  const auto dn_b = testing::rand_f32(rng, static_cast<size_t>(E) * H, -1.f, 1.f);
-  const auto x = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-  const auto resid = testing::rand_f32(rng, static_cast<size_t>(c.batch) * H, -1.f, 1.f);
-  DevBuf<uint8_t> dgb(gu_blk.size()), dgs(gu_sc.size()), ddb(dn_blk.size()), dds(dn_sc.size());
-  DevBuf<float> dgbias(gu_b.size()), ddbias(dn_b.size()), dx(x.size()), dres(resid.size()),
-      dw(rw.size()), dact(static_cast<size_t>(c.batch) * c.k * I), dact_in(dact.size());
-  DevBuf<int32_t> dids(ids.size());
-  dgb.upload(gu_blk);
-  dgs.upload(gu_sc);
-  ddb.upload(dn_blk);
-  dds.upload(dn_sc);
-  dgbias.upload(gu_b);
-  ddbias.upload(dn_b);
-  dx.upload(x);
-  dw.upload(rw);
-  dids.upload(ids);
-  MoeGateUpParams gp{
-      dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(), c.batch, c.k, H, I, E};
-  MoeDownParams dp{ddb.get(), dds.get(),  ddbias.get(), dact_in.get(), dids.get(),
-                   dw.get(),  dres.get(), c.batch,      c.k,           H,
-                   I,         E};
-  const auto act_ref = moe_gate_up_ref(gu_blk, gu_sc, gu_b, x, ids, gp);
+  const int H = c.hidden, I = c.inter;
+  const moetest::ScaleSpread spread{extreme, ext_lo, ext_hi};
+  moetest::Problem P(rng, c.batch, c.k, H, I, c.n_experts, spread, spread);
+  MoeGateUpParams& gp = P.gp;
+  MoeDownParams& dp = P.dp;
+  const auto act_ref = moe_gate_up_ref(P.gu_blk, P.gu_sc, P.gu_b, P.x, P.ids, gp);
   const std::vector<float> act_in(act_ref.begin(), act_ref.end());
-  dact_in.upload(act_in);
-  const auto out_ref = moe_down_ref(dn_blk, dn_sc, dn_b, act_in, ids, rw, resid, dp);
+  P.dact_in.upload(act_in);
+  const auto out_ref = moe_down_ref(P.dn_blk, P.dn_sc, P.dn_b, act_in, P.ids, P.rw, P.resid, dp);
   Errors worst;
   // Pipe 6 must really run (not fall back) on the gpt-oss shapes at decode batches.
   if (H % 64 == 0 && I % 64 == 0 && c.k <= 12 && c.batch <= 64) {
@@ -88,14 +57,14 @@ Errors check_case(std::mt19937_64& rng, const MoeCase& c, double extreme, int ex
     gp.pipe = v.gu_pipe;
     dp.pipe = v.dn_pipe;
     gp.pdl = dp.pdl = v.pdl;
-    dact.poison();
+    P.dact.poison();
     EXPECT_TRUE(launch_moe_gate_up(gp, 0).ok()) << c.name;
     testing::sync_or_die(std::string(c.name) + " gate_up");
-    const double e1 = testing::rel_err(dact.download(), act_ref);
-    dres.upload(resid);
+    const double e1 = testing::rel_err(P.dact.download(), act_ref);
+    P.dres.upload(P.resid);
     EXPECT_TRUE(launch_moe_down(dp, 0).ok()) << c.name;
     testing::sync_or_die(std::string(c.name) + " down");
-    const double e2 = testing::rel_err(dres.download(), out_ref);
+    const double e2 = testing::rel_err(P.dres.download(), out_ref);
     std::printf(
         "moe gate_up pipe %d down pipe %d%s %-36s rel_err gate_up+swiglu %.3g "
         "down+residual %.3g\n",

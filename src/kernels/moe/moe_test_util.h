@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/common/testing.h"
+#include "kernels/moe/params.h"
 
 namespace gossamer::kern::moetest {
 
@@ -49,5 +50,61 @@ inline std::vector<uint8_t> rand_blocks(std::mt19937_64& rng, size_t rows, int c
     if (zero(rng)) std::fill_n(b.begin() + r * cols / 2, cols / 2, uint8_t{0});
   return b;
 }
+
+// Where a fraction `extreme` of the scale bytes is redrawn from [lo, hi] (rand_scales).
+struct ScaleSpread {
+  double extreme = 0;
+  int lo = 0, hi = 0;
+};
+
+// One random MoE layer problem on the host and the device: routing (route, `pool`), MXFP4 expert
+// weights and scales, biases, x and the residual, drawn in that order; gp / dp point at the
+// device copies (gate_up writes dact; down reads dact_in, which the caller fills, and writes
+// dres; dpart is pipe 9's workspace).
+struct Problem {
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
+  std::vector<uint8_t> gu_blk, gu_sc, dn_blk, dn_sc;
+  std::vector<float> gu_b, dn_b, x, resid;
+  testing::DevBuf<uint8_t> dgb, dgs, ddb, dds;
+  testing::DevBuf<float> dgbias, ddbias, dx, dres, dw, dact, dact_in, dpart;
+  testing::DevBuf<int32_t> dids;
+  MoeGateUpParams gp;
+  MoeDownParams dp;
+
+  Problem(std::mt19937_64& rng, int batch, int k, int hidden, int inter, int n_experts,
+          ScaleSpread gu, ScaleSpread dn, int pool = 0) {
+    const size_t H = hidden, I = inter, E = n_experts, pairs = static_cast<size_t>(batch) * k;
+    route(rng, batch, k, n_experts, &ids, &rw, pool);
+    gu_blk = rand_blocks(rng, E * 2 * I, hidden);
+    gu_sc = rand_scales(rng, E * 2 * I * H / 32, gu.extreme, gu.lo, gu.hi);
+    gu_b = testing::rand_f32(rng, E * 2 * I, -1.f, 1.f);
+    dn_blk = rand_blocks(rng, E * H, inter);
+    dn_sc = rand_scales(rng, E * H * I / 32, dn.extreme, dn.lo, dn.hi);
+    dn_b = testing::rand_f32(rng, E * H, -1.f, 1.f);
+    x = testing::rand_f32(rng, batch * H, -1.f, 1.f);
+    resid = testing::rand_f32(rng, batch * H, -1.f, 1.f);
+    dgb = up(gu_blk), dgs = up(gu_sc), ddb = up(dn_blk), dds = up(dn_sc);
+    dgbias = up(gu_b), ddbias = up(dn_b), dx = up(x), dw = up(rw), dids = up(ids);
+    dres = testing::DevBuf<float>(resid.size());
+    dact = testing::DevBuf<float>(pairs * I);
+    dact_in = testing::DevBuf<float>(pairs * I);
+    dpart = testing::DevBuf<float>(pairs * H);
+    gp = MoeGateUpParams{dgb.get(), dgs.get(), dgbias.get(), dx.get(), dids.get(), dact.get(),
+                         batch,     k,         hidden,       inter,    n_experts};
+    dp = MoeDownParams{ddb.get(),  dds.get(), ddbias.get(), dact_in.get(),
+                       dids.get(), dw.get(),  dres.get(),   batch,
+                       k,          hidden,    inter,        n_experts};
+    dp.part = dpart.get();
+  }
+
+ private:
+  template <class T>
+  static testing::DevBuf<T> up(const std::vector<T>& h) {
+    testing::DevBuf<T> d(h.size());
+    d.upload(h);
+    return d;
+  }
+};
 
 }  // namespace gossamer::kern::moetest
