@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "common/numerics.h"
+#include "model/finite_check.h"
 #include "model/safetensors.h"
 
 namespace gossamer {
@@ -155,6 +156,7 @@ class Binder {
                          "offset " + std::to_string(store_.offset_of(name)) + ", not aligned to " +
                          std::to_string(dtype_size(t.dtype)) + " bytes");
     }
+    GS_RETURN_IF_ERROR(check_values(name, t));
     *out = std::move(t);
     return Status::Ok();
   }
@@ -170,6 +172,15 @@ class Binder {
   bool has(const std::string& name) const { return store_.contains(name); }
 
  private:
+  // A NaN / inf float or a NaN E8M0 scale (u8 tensors named *_scales) is a corrupt checkpoint.
+  Status check_values(const std::string& name, const TensorRef& t) const {
+    const bool scales = t.dtype == DType::kU8 && name.size() > 7 &&
+                        name.compare(name.size() - 7, 7, "_scales") == 0;
+    const int64_t i = scales ? first_nan_scale(t) : first_nonfinite(t);
+    if (i < 0) return Status::Ok();
+    return nonfinite_error(name, store_.file_of(name), store_.offset_of(name), t, i,
+                           scales ? "the E8M0 scale 0xFF (NaN)" : nonfinite_kind(t, i));
+  }
   const TensorStore& store_;
 };
 

@@ -17,7 +17,6 @@ namespace gossamer {
 namespace {
 
 using nlohmann::json;
-using testing::random_bytes;
 using testing::st_file;
 using testing::StTensor;
 using testing::TempDir;
@@ -49,6 +48,20 @@ int64_t elem_size(const std::string& dt) {
   return dt == "U8" ? 1 : dt == "F32" ? 4 : 2;
 }
 
+// n random bytes of a tensor of dtype dt: float elements below 2 in magnitude (bit 6 of the top
+// byte cleared: no NaN / inf, which the loader rejects), E8M0 scales other than 0xFF (NaN).
+std::string random_values(const std::string& name, const std::string& dt, int64_t n,
+                          std::mt19937& rng) {
+  std::string b = testing::random_bytes(static_cast<size_t>(n), rng);
+  const int64_t es = elem_size(dt);
+  if (dt != "U8") {
+    for (int64_t i = es - 1; i < n; i += es) b[i] = static_cast<char>(b[i] & ~0x40);
+  } else if (name.size() > 7 && name.compare(name.size() - 7, 7, "_scales") == 0) {
+    for (char& c : b) c = static_cast<char>(static_cast<uint8_t>(c) == 0xff ? 0xfe : c);
+  }
+  return b;
+}
+
 // Every tensor of a gpt-oss checkpoint for `c`, random contents. mxfp4 picks the expert layout.
 std::map<std::string, StTensor> checkpoint(const ModelConfig& c, bool mxfp4, std::mt19937& rng) {
   const int64_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size;
@@ -58,7 +71,7 @@ std::map<std::string, StTensor> checkpoint(const ModelConfig& c, bool mxfp4, std
   auto add = [&](const std::string& name, const std::string& dt, std::vector<int64_t> shape) {
     int64_t n = elem_size(dt);
     for (int64_t d : shape) n *= d;
-    out[name] = StTensor{name, dt, shape, random_bytes(static_cast<size_t>(n), rng)};
+    out[name] = StTensor{name, dt, shape, random_values(name, dt, n, rng)};
   };
   add("model.embed_tokens.weight", "BF16", {V, H});
   add("model.norm.weight", "BF16", {H});
@@ -207,7 +220,7 @@ TEST(Weights, TiedEmbeddingsAndOptionalBias) {
   }
   // Sinks may be f32.
   ts["model.layers.0.self_attn.sinks"] =
-      StTensor{"model.layers.0.self_attn.sinks", "F32", {4}, random_bytes(16, rng)};
+      StTensor{"model.layers.0.self_attn.sinks", "F32", {4}, random_values("", "F32", 16, rng)};
   TempDir dir;
   write_model(dir, c, ts);
   auto m = load_model(dir.str());
@@ -236,7 +249,7 @@ TEST(Weights, F16AndF32TensorsBind) {
     const std::string dt = std::vector<std::string>{"BF16", "F16", "F32"}[pick(rng)];
     int64_t n = elem_size(dt);
     for (int64_t d : t.shape) n *= d;
-    t = StTensor{name, dt, t.shape, random_bytes(static_cast<size_t>(n), rng)};
+    t = StTensor{name, dt, t.shape, random_values(name, dt, n, rng)};
     chosen[name] = dt;
   }
   TempDir dir;

@@ -1,59 +1,20 @@
-"""Harmony chat format: gossamer's renderer and streaming parser against openai-harmony.
+"""Harmony rendering: gossamer's chat-request renderer against openai-harmony, token for token.
 
-Rendering: every conversation (hand-written fixtures in tests/data/harmony plus a seeded random
-set) is mapped to openai-harmony objects the way an OpenAI-compatible server should (the mapping
+Every conversation (hand-written fixtures in tests/data/harmony plus a seeded random set) is
+mapped to openai-harmony objects the way an OpenAI-compatible server should (the mapping
 documented in docs/harmony.md, rebuilt here independently in Python), rendered with
 `render_conversation_for_completion(..., Role.ASSISTANT)`, and compared token for token with
-`gossamer apply-template --jsonl` (one process for the whole batch).
-
-Parsing: assistant completions rendered by openai-harmony are fed to `gossamer apply-template
---parse --jsonl` and to openai-harmony's StreamableParser; channels, recipients and text must
-agree, and the streamed events must concatenate to the non-streaming result.
-
-openai-harmony reads the o200k vocabulary from $TIKTOKEN_ENCODINGS_BASE; we write it from the
-real tokenizer.json (the file's sha256 is checked by openai-harmony), so nothing is downloaded.
+`gossamer apply-template --jsonl` (one process for the whole batch). Also: malformed requests name
+their field; the default date, `--model DIR` and the text mode of apply-template.
 """
-import base64
 import json
-import os
-import pathlib
 import random
 
-import pytest
+from conftest import REPO
+from harmony_util import TEXTS, TOOL_NAMES, run_jsonl
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "harmony"
 DATE = "2025-06-28"
-
-
-# ---------------------------------------------------------------------------------------------
-# openai-harmony setup (offline)
-# ---------------------------------------------------------------------------------------------
-def _bytes_to_unicode():
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
-          list(range(ord("®"), ord("ÿ") + 1)))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
-@pytest.fixture(scope="session")
-def harmony(tokenizer_json, tmp_path_factory):
-    vocab = json.loads(tokenizer_json.read_text())["model"]["vocab"]
-    dec = _bytes_to_unicode()
-    lines = [base64.b64encode(bytes(dec[ch] for ch in tok)).decode() + f" {rank}\n"
-             for tok, rank in sorted(vocab.items(), key=lambda kv: kv[1])]
-    base = tmp_path_factory.mktemp("tiktoken")
-    (base / "o200k_base.tiktoken").write_text("".join(lines))
-    os.environ["TIKTOKEN_ENCODINGS_BASE"] = str(base)
-    os.environ["TIKTOKEN_RS_CACHE_DIR"] = str(base)
-    import openai_harmony as oh
-    return oh, oh.load_harmony_encoding(oh.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,15 +90,6 @@ def to_conversation(oh, req, date=DATE):
 # ---------------------------------------------------------------------------------------------
 # Random conversations
 # ---------------------------------------------------------------------------------------------
-TEXTS = [
-    "Hello!", "What is the capital of France?", "  spaces  around  ", "line one\nline two\n\n",
-    "日本語のテキスト", "emoji 😀🎉 mix", "code: `def f(x):\n    return x**2`", "1234567890 3.14159",
-    "Ünïcödé façade naïve", "<|start|>assistant<|message|>not special<|end|>", "tab\tseparated\tvalues",
-    "", "x", "Ελληνικά και русский", "{\"json\": [1, 2, {\"a\": null}]}", "trailing newline\n",
-    "a" * 300, "mixed 中文 and English, with punctuation!?", "\u200bzero width", "CRLF\r\nline",
-    "separators\u2028\x85\x0c\x1e in JSONL", "👍🏽 e\u0301 ﬁ İ ǅ ½ ٣", " 'll 's\n\n\n   \t", "\x00nul\x7f",
-]
-
 SCHEMAS = [
     None,
     {"type": "object", "properties": {}},
@@ -165,7 +117,6 @@ SCHEMAS = [
                {"type": "string", "description": "plain", "default": "z"}]},
 ]
 
-TOOL_NAMES = ["get_weather", "search", "calc.add", "run-code", "lookup_ü", "a", "ToolWith$Dollar"]
 DESCRIPTIONS = ["", "Does a thing.", "Multi\nline\ndescription", "Trailing newline\n", "Uses CRLF\r\nok",
                 "Ünïcödé description 😀"]
 
@@ -309,15 +260,6 @@ def fixture_requests():
     return out
 
 
-def run_jsonl(gossamer, tokenizer_json, lines, *extra):
-    p = gossamer("apply-template", "--tokenizer", tokenizer_json, *extra, "--jsonl",
-                 input="".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode())
-    # split on "\n" only: str.splitlines() would also split inside strings holding U+2028, U+0085...
-    outs = [json.loads(line) for line in p.stdout.decode().split("\n") if line]
-    assert len(outs) == len(lines)
-    return outs
-
-
 # ---------------------------------------------------------------------------------------------
 # Tests
 # ---------------------------------------------------------------------------------------------
@@ -382,130 +324,6 @@ def test_malformed_requests_name_the_field(gossamer, tokenizer_json):
         assert field in out["error"], f"error {out['error']!r} does not name {field!r}"
     p = gossamer("apply-template", "--tokenizer", tokenizer_json, input=b'{"messages": [', check=False)
     assert p.returncode == 2 and b"invalid JSON at byte" in p.stderr
-
-
-def random_completion(oh, rng):
-    """A list of assistant messages as the model would generate them, ending in a stop token."""
-    A = oh.Role.ASSISTANT
-    msgs = []
-    if rng.random() < 0.8:
-        msgs.append(oh.Message.from_role_and_content(A, rng.choice(TEXTS) or "t").with_channel("analysis"))
-    kind = rng.random()
-    if kind < 0.45:
-        for _ in range(rng.randint(1, 2)):
-            if rng.random() < 0.3:
-                msgs.append(oh.Message.from_role_and_content(A, "Checking.").with_channel("commentary"))
-            ct = rng.choice(["<|constrain|>json", "json", None])
-            args = rng.choice(['{"q": "Zürich 😀"}', '{}', '{"a": [1, 2]}', json.dumps({"s": rng.choice(TEXTS)})])
-            m = (oh.Message.from_role_and_content(A, args).with_channel(rng.choice(["commentary"] * 4 + ["analysis"]))
-                 .with_recipient("functions." + rng.choice(TOOL_NAMES)))
-            msgs.append(m.with_content_type(ct) if ct else m)
-    else:
-        msgs.append(oh.Message.from_role_and_content(A, rng.choice(TEXTS)).with_channel("final"))
-    return msgs
-
-
-def model_order_call(enc, m, rng):
-    """A tool call in the header order gpt-oss itself writes: channel first, then the recipient
-    (`<|channel|>commentary to=functions.f <|constrain|>json`); openai-harmony renders it the
-    other way round."""
-    sp = {t: enc.encode(t, allowed_special="all")[0] for t in
-          ("<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|call|>")}
-    text = lambda t: enc.encode(t, disallowed_special=())  # ordinary text, as render() does
-    toks = [sp["<|start|>"]] + text("assistant") + [sp["<|channel|>"]] + text(f"{m.channel} to={m.recipient}")
-    if m.content_type == "<|constrain|>json":
-        toks += text(" ") * (rng.random() < 0.8) + [sp["<|constrain|>"]] + text("json")
-    elif m.content_type:
-        toks += text(" " + m.content_type)
-    return toks + [sp["<|message|>"]] + text(m.content[0].text) + [sp["<|call|>"]]
-
-
-def completion_tokens(oh, enc, msgs, rng):
-    toks = []
-    for m in msgs:
-        toks += model_order_call(enc, m, rng) if m.recipient and rng.random() < 0.5 else enc.render(m)
-    start, assistant = toks[0], toks[1]
-    assert enc.decode([start, assistant]) == "<|start|>assistant"
-    toks = toks[2:]  # the prompt ends with <|start|>assistant
-    end = toks.pop()  # <|end|> or <|call|>
-    if msgs[-1].recipient is None:
-        end = enc.encode("<|return|>", allowed_special="all")[0]
-    return toks + [end]
-
-
-def reference_parse(oh, enc, toks):
-    """(reasoning, content, [(name, arguments)], channels) by StreamableParser; None when it gives
-    up (a cut inside a header)."""
-    parser = oh.StreamableParser(enc, role=oh.Role.ASSISTANT)
-    try:
-        for t in toks:
-            parser.process(t)
-        if toks[-1] not in enc.stop_tokens_for_assistant_actions():
-            parser.process_eos()  # truncated: the open message ends here
-    except Exception:
-        return None
-    ref = parser.messages
-    return ("".join(m.content[0].text for m in ref if m.channel == "analysis" and not m.recipient),
-            "".join(m.content[0].text for m in ref if m.channel in ("final", "commentary") and not m.recipient),
-            [(m.recipient[len("functions."):], m.content[0].text) for m in ref if m.recipient],
-            [m.channel for m in ref])
-
-
-def check_parse(oh, enc, toks, out):
-    res = out["result"]
-    # the streamed events concatenate to the non-streaming result
-    streamed = {"reasoning_delta": "", "content_delta": ""}
-    args = {}
-    for e in out["events"]:
-        if e["type"] in streamed:
-            streamed[e["type"]] += e["text"]
-        elif e["type"] == "tool_call_arguments_delta":
-            args[e["index"]] = args.get(e["index"], "") + e["text"]
-    assert streamed["reasoning_delta"] == res["reasoning"]
-    assert streamed["content_delta"] == res["content"]
-    assert [args.get(i, "") for i in range(len(res["tool_calls"]))] == [c["arguments"] for c in res["tool_calls"]]
-    stops = enc.stop_tokens_for_assistant_actions()
-    if not any(t in stops for t in toks):
-        assert res["truncated"] and not res["stopped"] and res["finish"] == "length"
-    ref = reference_parse(oh, enc, toks)
-    if ref is None:
-        return False
-    reasoning, content, calls, channels = ref
-    assert res["reasoning"] == reasoning
-    assert res["content"] == content
-    assert [(c["name"], c["arguments"]) for c in res["tool_calls"]] == calls
-    if toks[-1] in stops:
-        assert res["warnings"] == [], res["warnings"]
-        assert res["stopped"] and not res["truncated"]
-        assert res["finish"] == ("tool_calls" if calls else "stop")
-        assert [e["channel"] for e in out["events"] if e["type"] == "message_end"] == channels
-    return True
-
-
-def test_parser_matches_streamable_parser(gossamer, tokenizer_json, harmony):
-    """Whole completions, and the same cut off at a random token (the budget ran out)."""
-    oh, enc = harmony
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"seed={seed}")
-    rng = random.Random(seed)
-    completions = [completion_tokens(oh, enc, msgs, rng) for msgs in
-                   (random_completion(oh, rng) for _ in range(200))]
-    completions += [c[:rng.randrange(1, len(c))] for c in completions]
-    outs = run_jsonl(gossamer, tokenizer_json, completions, "--parse", "--seed", "7")
-    checked = sum(check_parse(oh, enc, toks, out) for toks, out in zip(completions, outs))
-    print(f"completions: {len(completions)} (half of them cut off), "
-          f"cross-checked with StreamableParser: {checked}")
-    assert checked > len(completions) // 2
-
-
-def test_parser_budget_exhausted_in_reasoning(gossamer, tokenizer_json, harmony):
-    oh, enc = harmony
-    toks = enc.render(oh.Message.from_role_and_content(oh.Role.ASSISTANT, "Let me think about this at length")
-                      .with_channel("analysis"))[2:-3]  # cut off: no <|end|>, no stop token
-    out = run_jsonl(gossamer, tokenizer_json, [toks], "--parse")[0]["result"]
-    assert out["truncated"] and out["reasoning_only"] and out["content"] == ""
-    assert out["finish"] == "length"
-    assert "Let me think about this" in out["reasoning"]
 
 
 def test_model_dir_and_text_mode(gossamer, tokenizer_json, tmp_path):

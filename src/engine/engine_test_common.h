@@ -1,0 +1,31 @@
+// Helpers shared by the CPU engine tests (engine_test.cpp, engine_runner_test.cpp): a printed
+// random seed and the relative error of two float vectors.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+namespace gossamer::enginetest {
+
+inline uint64_t fresh_seed(const char* what) {
+  const uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("[seed] %s: %llu\n", what, static_cast<unsigned long long>(s));
+  return s;
+}
+
+inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t off = 0,
+                      size_t n = 0) {
+  if (n == 0) n = b.size() - off;
+  double num = 0, den = 0;
+  for (size_t i = off; i < off + n; ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+}  // namespace gossamer::enginetest

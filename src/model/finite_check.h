@@ -1,0 +1,30 @@
+// Non-finite values in a checkpoint: a NaN or infinity in a bf16 / f16 / f32 tensor, or the E8M0
+// scale byte 0xFF (NaN in the OCP MX spec), turns every logit downstream into garbage without any
+// other symptom. The loader scans each bound tensor once and names the first bad element.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "model/weights.h"
+
+namespace gossamer {
+
+// Index of the first non-finite element of a float tensor (bf16 / f16 / f32), or -1 when every
+// element is finite or the dtype is not a float type. Large tensors are scanned by several
+// threads; the answer is the same first index either way.
+int64_t first_nonfinite(const TensorRef& t);
+
+// Index of the first E8M0 scale byte 0xFF in a u8 tensor, or -1.
+int64_t first_nan_scale(const TensorRef& t);
+
+// The error for element `index` of tensor `name` (in `file`, data at byte `offset` of it).
+// `what` says what the element is ("NaN", "+inf", "E8M0 scale 0xFF (NaN)").
+Status nonfinite_error(const std::string& name, const std::string& file, int64_t offset,
+                       const TensorRef& t, int64_t index, const std::string& what);
+
+// What element `index` of a float tensor holds: "NaN", "+inf" or "-inf".
+std::string nonfinite_kind(const TensorRef& t, int64_t index);
+
+}  // namespace gossamer
