@@ -1,5 +1,5 @@
 // Renderer pieces checked against hand-derived expectations from the harmony format spec
-// (the token-exact comparison with openai-harmony lives in tests/python/test_harmony.py).
+// (the token-exact comparison with openai-harmony lives in tests/python/test_harmony_render.py).
 #include "harmony/render.h"
 
 #include <gtest/gtest.h>

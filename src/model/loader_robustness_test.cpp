@@ -1,5 +1,5 @@
 // Loader robustness regressions found by the black-box sweep (tests/python/
-// test_checkpoint_errors.py): inputs that crashed (deeply nested JSON overflowing the stack),
+// test_checkpoint_errors_*.py): inputs that crashed (deeply nested JSON overflowing the stack),
 // hung (FIFOs), or were silently accepted (a NUL byte ending the header early). Each must give
 // an error naming the file, promptly.
 #include <gtest/gtest.h>

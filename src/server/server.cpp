@@ -214,6 +214,18 @@ void install_routes(Server::Impl& s) {
                                   " (a decimal byte count, one value)"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A declared body above the limit: answered now (httplib would read up to the limit, or
+    // wait for its read timeout, before its own 413).
+    if (!lengths.empty() &&
+        std::stoull(lengths[0]) > static_cast<uint64_t>(ctx.opts.max_body_bytes)) {
+      res.set_header("Connection", "close");  // the body is not read
+      send_error(res, ApiError{413,
+                               "request body of " + lengths[0] + " bytes is larger than the " +
+                                   "server's limit of " + std::to_string(ctx.opts.max_body_bytes) +
+                                   " bytes (--max-body-bytes)",
+                               "invalid_request_error", "", "request_too_large"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (ctx.opts.api_key.empty() || !needs_auth(req.path))
       return httplib::Server::HandlerResponse::Unhandled;
     if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {

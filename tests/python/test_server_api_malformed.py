@@ -206,6 +206,18 @@ def test_bad_content_length_is_answered_at_once(server):
         assert "Connection: close" in status, status
         err = json.loads(body)["error"]
         assert "Content-Length" in err["message"] and err["type"] == "invalid_request_error"
+    # A well-formed length above --max-body-bytes (8 MiB here) is a 413 before any body byte.
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.settimeout(5)
+    t0 = time.time()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 1000000000000\r\n\r\n")
+    status, body = raw_response(s)
+    s.close()
+    assert time.time() - t0 < 2
+    assert status.startswith("HTTP/1.1 413") and "Connection: close" in status, status
+    err = json.loads(body)["error"]
+    assert "1000000000000" in err["message"] and str(8 << 20) in err["message"], err
     # A valid one on the same kind of raw request still works.
     s = socket.create_connection(("127.0.0.1", server.port))
     s.settimeout(30)
