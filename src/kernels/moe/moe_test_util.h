@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -11,6 +12,19 @@
 #include "kernels/moe/params.h"
 
 namespace gossamer::kern::moetest {
+
+// Bound on the gate_up activations' norm-wise error against fp64: 4 x 2^-24 ||kappa|| / ||act||
+// (kappa from moe_gate_up_ref: each activation's sensitivity to fp32 rounding). The scale bytes
+// of these tests span 25 binades, so a draw can be ill-conditioned (terms of 2^8 cancelling to a
+// small dot); a fixed 1e-5 failed about once per 15 runs of the suite (H100, 2026-11-27: pipe 0,
+// "top-1 b1 k1 64x96 E32", 1.67e-5 where the naive sequential fp32 dot gave 2.4e-6 and this
+// scale is 1.73e-5). Over 20 table runs the kernels' errors were 0.16 .. 0.97 of the scale
+// (pipe 6 at gpt-oss shapes ~0.12); rounding x to bf16 errs 350 .. 1500 times the bound.
+inline double gate_up_tolerance(const std::vector<double>& kappa, const std::vector<double>& ref) {
+  double k2 = 0, r2 = 0;
+  for (size_t i = 0; i < ref.size(); ++i) k2 += kappa[i] * kappa[i], r2 += ref[i] * ref[i];
+  return r2 > 0 ? 4 * std::ldexp(std::sqrt(k2 / r2), -24) : 0.0;
+}
 
 // Distinct random experts per row and softmax-like positive weights. pool > 0: every row draws
 // from the same random `pool` experts (k <= pool), so rows share experts.

@@ -81,11 +81,15 @@ bool moe_down_grouped_supported(const MoeDownParams& p);
 Status launch_moe_gate_up(const MoeGateUpParams& p, cudaStream_t stream);
 Status launch_moe_down(const MoeDownParams& p, cudaStream_t stream);
 
-// fp64 references (host copies of the same buffers).
+// fp64 references (host copies of the same buffers). kappa (optional) receives, per activation,
+// its first-order sensitivity to fp32 rounding: |d act / d g| (sum |w x| + |b|) of the gate row
+// plus the same for the up row, plus 8 |act| for the SwiGLU's own evaluation. A kernel that
+// computes in fp32 (any summation order) errs by a small multiple of 2^-24 kappa.
 std::vector<double> moe_gate_up_ref(const std::vector<uint8_t>& blocks,
                                     const std::vector<uint8_t>& scales,
                                     const std::vector<float>& bias, const std::vector<float>& x,
-                                    const std::vector<int32_t>& ids, const MoeGateUpParams& shape);
+                                    const std::vector<int32_t>& ids, const MoeGateUpParams& shape,
+                                    std::vector<double>* kappa = nullptr);
 std::vector<double> moe_down_ref(const std::vector<uint8_t>& blocks,
                                  const std::vector<uint8_t>& scales, const std::vector<float>& bias,
                                  const std::vector<float>& act, const std::vector<int32_t>& ids,

@@ -48,20 +48,32 @@ Status MoeDownParams::validate() const {
 std::vector<double> moe_gate_up_ref(const std::vector<uint8_t>& blocks,
                                     const std::vector<uint8_t>& scales,
                                     const std::vector<float>& bias, const std::vector<float>& x,
-                                    const std::vector<int32_t>& ids, const MoeGateUpParams& s) {
+                                    const std::vector<int32_t>& ids, const MoeGateUpParams& s,
+                                    std::vector<double>* kappa) {
   const int I = s.inter, H = s.hidden;
   std::vector<double> act(static_cast<size_t>(s.batch) * s.k * I);
+  if (kappa) kappa->assign(act.size(), 0.0);
   for (int b = 0; b < s.batch; ++b) {
+    const float* xb = &x[static_cast<size_t>(b) * H];
     for (int j = 0; j < s.k; ++j) {
       const size_t e = static_cast<size_t>(ids[static_cast<size_t>(b) * s.k + j]);
       for (int i = 0; i < I; ++i) {
-        const size_t rg = e * 2 * I + 2 * i, ru = rg + 1;
-        double g = mxfp4_row_dot(blocks, scales, rg, H, &x[static_cast<size_t>(b) * H]) + bias[rg];
-        double u = mxfp4_row_dot(blocks, scales, ru, H, &x[static_cast<size_t>(b) * H]) + bias[ru];
+        const size_t rg = e * 2 * I + 2 * i, ru = rg + 1,
+                     o = (static_cast<size_t>(b) * s.k + j) * I + i;
+        double sg = 0, su = 0;  // sum |w x| of the two rows
+        double g = mxfp4_row_dot(blocks, scales, rg, H, xb, &sg) + bias[rg];
+        double u = mxfp4_row_dot(blocks, scales, ru, H, xb, &su) + bias[ru];
+        const bool g_free = g < s.limit, u_free = std::fabs(u) < s.limit;
         g = std::fmin(g, s.limit);
         u = std::fmax(std::fmin(u, s.limit), -s.limit);
-        act[(static_cast<size_t>(b) * s.k + j) * I + i] =
-            (u + 1) * g / (1 + std::exp(-s.alpha * g));
+        const double sig = 1 / (1 + std::exp(-s.alpha * g));
+        act[o] = (u + 1) * g * sig;
+        if (kappa) {
+          const double dg = g_free ? std::fabs((u + 1) * (sig + s.alpha * g * sig * (1 - sig))) : 0;
+          const double du = u_free ? std::fabs(g * sig) : 0;
+          (*kappa)[o] = dg * (sg + std::fabs(bias[rg])) + du * (su + std::fabs(bias[ru])) +
+                        8 * std::fabs(act[o]);
+        }
       }
     }
   }
