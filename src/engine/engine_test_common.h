@@ -1,21 +1,17 @@
-// Helpers shared by the CPU engine tests (engine_test.cpp, engine_runner_test.cpp): a printed
-// random seed and the relative error of two float vectors.
+// Helpers shared by the CPU engine tests (engine_test.cpp, engine_runner_test.cpp): the
+// replayable test seed and the relative error of two float vectors.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <random>
 #include <vector>
+
+#include "common/test_seed.h"
 
 namespace gossamer::enginetest {
 
-inline uint64_t fresh_seed(const char* what) {
-  const uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  std::printf("[seed] %s: %llu\n", what, static_cast<unsigned long long>(s));
-  return s;
-}
+using gossamer::testing::fresh_seed;  // common/test_seed.h ($GOSSAMER_SEED replays a run)
 
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t off = 0,
                       size_t n = 0) {

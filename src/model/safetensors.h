@@ -54,7 +54,7 @@ Result<DType> parse_dtype(const std::string& s);
 Result<std::map<std::string, std::string>> parse_safetensors_index(const std::string& text,
                                                                    const std::string& source);
 
-class MappedFile;  // safetensors.cpp: RAII read-only mmap
+class MappedFile;  // safetensors_store.cpp: RAII read-only mmap
 
 // Owns the mmaps of one or more safetensors files; hands out TensorRef views into them.
 // Immutable after open; safe to share between threads. Views stay valid while the store lives.

@@ -1,91 +1,37 @@
 // Tests for presets, the streaming safetensors writer and `synth` checkpoints. Checkpoints are
-// read back with the independent TensorStore reader and bound with bind_weights; MXFP4 values are
-// decoded with this file's own E2M1 table (not numerics.h).
+// read back with the independent TensorStore reader and bound with bind_weights. The MXFP4
+// expert values are checked in synth_mxfp4_test.cpp.
 #include "model/synth.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <sstream>
 
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
+#include "model/synth_test_util.h"
 #include "model/weights.h"
 
 namespace gossamer {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Per-test scratch directory, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("gossamer_synth_test_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  fs::path path_;
-};
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  const uint64_t seed = (static_cast<uint64_t>(rd()) << 32) | rd();
-  std::printf("synth seed: %llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
-
-// Small but complete: real structure, small vocab so each write is ~1 MB.
-ModelConfig small_config(ExpertFormat fmt) {
-  ModelConfig c = preset_config("tiny").value();
-  c.vocab_size = 1000;
-  c.num_hidden_layers = 3;
-  c.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention,
-                   LayerType::kSlidingAttention};
-  c.eos_token_ids = {999};
-  c.pad_token_id = 998;
-  c.expert_format = fmt;
-  return c;
-}
+using synthtest::fresh_seed;
+using synthtest::small_config;
+using synthtest::synth_to;
+using synthtest::TempDir;
+using synthtest::tensor_bytes;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string tensor_bytes(const TensorStore& st, const std::string& name) {
-  const TensorRef r = st.get(name).value();
-  return std::string(static_cast<const char*>(r.data),
-                     static_cast<size_t>(r.numel() * dtype_size(r.dtype)));
-}
-
-// E2M1, written out independently of numerics.h: sign bit 3, magnitudes 0,.5,1,1.5,2,3,4,6.
-float e2m1_ref(unsigned code) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  return (code & 8) ? -mag[code & 7] : mag[code & 7];
-}
-
-float bf16_ref(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 TEST(Presets, RealConfigs) {
@@ -218,18 +164,6 @@ std::set<std::string> expected_names(const ModelConfig& c) {
   return n;
 }
 
-Status synth_to(const fs::path& dir, const ModelConfig& cfg, uint64_t seed, int64_t shard,
-                int64_t chunk, int threads) {
-  SynthOptions o;
-  o.config = cfg;
-  o.seed = seed;
-  o.out_dir = dir.string();
-  o.shard_bytes = shard;
-  o.chunk_bytes = chunk;
-  o.threads = threads;
-  return write_synth_checkpoint(o);
-}
-
 TEST(Synth, ShardedCheckpointReadsBack) {
   TempDir dir;
   const ModelConfig cfg = small_config(ExpertFormat::kMxfp4);
@@ -299,84 +233,6 @@ TEST(Synth, DeterministicAcrossShardsChunksThreads) {
   EXPECT_FALSE(fs::exists(dir / "b/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(dir / "b/model.safetensors"));
   EXPECT_EQ(TensorStore::open_dir((dir / "b").string()).value()->names(), a->names());
-}
-
-// Dequantises the MXFP4 matrix (e, r, c) of the store with the test's own E2M1 table.
-float mxfp4_at(const TensorRef& blocks, const TensorRef& scales, int64_t rows, int64_t cols,
-               int64_t e, int64_t r, int64_t c) {
-  const int64_t i = (e * rows + r) * cols + c;  // flat element index in [E, rows, cols]
-  const uint8_t byte = blocks.u8()[i / 2];
-  const unsigned code = (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-  const int exp = static_cast<int>(scales.u8()[i / 32]) - 127;
-  return e2m1_ref(code) * std::ldexp(1.0f, exp);
-}
-
-TEST(Synth, Bf16LayoutIsExactDequantOfMxfp4) {
-  TempDir dir;
-  const uint64_t seed = fresh_seed();
-  const ModelConfig mx = small_config(ExpertFormat::kMxfp4);
-  const ModelConfig bf = small_config(ExpertFormat::kBf16);
-  ASSERT_TRUE(synth_to(dir / "mx", mx, seed, int64_t{1} << 30, 1 << 16, 2).ok());
-  ASSERT_TRUE(synth_to(dir / "bf", bf, seed, int64_t{1} << 30, 1 << 16, 2).ok());
-  const auto a = TensorStore::open_dir((dir / "mx").string()).value();
-  const auto b = TensorStore::open_dir((dir / "bf").string()).value();
-  for (const std::string& n : b->names()) {  // every non-expert tensor is byte-identical
-    if (a->contains(n)) {
-      EXPECT_EQ(tensor_bytes(*a, n), tensor_bytes(*b, n)) << n;
-    }
-  }
-  const int64_t E = mx.num_local_experts, H = mx.hidden_size, I = mx.intermediate_size;
-  int64_t checked = 0, nonzero = 0;
-  for (int64_t l = 0; l < mx.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
-    for (const auto& [proj, rows, cols] : {std::tuple{std::string("gate_up_proj"), 2 * I, H},
-                                           std::tuple{std::string("down_proj"), H, I}}) {
-      const TensorRef blocks = a->get(p + proj + "_blocks").value();
-      const TensorRef scales = a->get(p + proj + "_scales").value();
-      const TensorRef dense = b->get(p + proj).value();
-      ASSERT_EQ(dense.shape, (std::vector<int64_t>{E, cols, rows})) << proj;
-      for (int64_t e = 0; e < E; ++e) {
-        for (int64_t c = 0; c < cols; ++c) {
-          for (int64_t r = 0; r < rows; ++r) {
-            const float want = mxfp4_at(blocks, scales, rows, cols, e, r, c);
-            const float got = bf16_ref(dense.bf16()[(e * cols + c) * rows + r]);
-            ASSERT_EQ(got, want) << p << proj << " e=" << e << " r=" << r << " c=" << c;
-            ++checked;
-            nonzero += want != 0.0f;
-          }
-        }
-      }
-    }
-  }
-  EXPECT_EQ(checked, mx.num_hidden_layers * E * 3 * H * I);
-  EXPECT_GT(nonzero, checked * 3 / 4);  // 14 of 16 codes are non-zero
-}
-
-TEST(Synth, NibbleOrderOfOneByteByHand) {
-  // Block (expert 0, row 0, block 0): byte 0 holds W[0][0] (low nibble) and W[0][1] (high).
-  TempDir dir;
-  const uint64_t seed = fresh_seed();
-  ASSERT_TRUE(
-      synth_to(dir / "mx", small_config(ExpertFormat::kMxfp4), seed, 1 << 30, 4096, 1).ok());
-  ASSERT_TRUE(synth_to(dir / "bf", small_config(ExpertFormat::kBf16), seed, 1 << 30, 4096, 1).ok());
-  const auto a = TensorStore::open_dir((dir / "mx").string()).value();
-  const auto b = TensorStore::open_dir((dir / "bf").string()).value();
-  const std::string p = "model.layers.1.mlp.experts.down_proj";
-  const uint8_t byte = a->get(p + "_blocks")->u8()[0];
-  const uint8_t scale = a->get(p + "_scales")->u8()[0];
-  const TensorRef dense = b->get(p).value();  // [E, I, H]: element (c, r) at c * H + r
-  const int64_t H = 64;
-  // The reference table by hand: byte 0x2B holds low 0xB (sign 1, magnitude index 3) = -1.5
-  // and high 0x2 = +1.0; with scale byte 120 these are -1.5 * 2^-7 and 2^-7.
-  EXPECT_EQ(e2m1_ref(0x2B & 0xf) * std::ldexp(1.0f, 120 - 127), -0.01171875f);
-  EXPECT_EQ(e2m1_ref(0x2B >> 4) * std::ldexp(1.0f, 120 - 127), 0.0078125f);
-  EXPECT_EQ(e2m1_ref(0xF), -6.0f);
-  EXPECT_EQ(e2m1_ref(0x7), 6.0f);
-  const float s = std::ldexp(1.0f, scale - 127);
-  EXPECT_EQ(bf16_ref(dense.bf16()[0 * H + 0]), e2m1_ref(byte & 0xf) * s);
-  EXPECT_EQ(bf16_ref(dense.bf16()[1 * H + 0]), e2m1_ref(byte >> 4) * s);
-  std::printf("down_proj[0] byte 0x%02x scale %u -> W[0][0]=%g W[0][1]=%g\n", byte, scale,
-              bf16_ref(dense.bf16()[0]), bf16_ref(dense.bf16()[H]));
 }
 
 TEST(Synth, BadOptionsNameTheProblem) {

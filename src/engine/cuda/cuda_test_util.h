@@ -24,7 +24,6 @@ namespace gossamer::cudatest {
 
 using gossamer::testing::fresh_seed;  // common/test_seed.h ($GOSSAMER_SEED replays a run)
 
-// ||a - b|| / ||b|| in double; any non-finite value in `a` gives infinity.
 // Writes a synthetic checkpoint of `cfg` (weights from `seed`) to `dir` and loads it back.
 inline void synth_and_load(const ModelConfig& cfg, uint64_t seed, const std::string& dir,
                            std::shared_ptr<LoadedModel>* out) {
@@ -38,6 +37,7 @@ inline void synth_and_load(const ModelConfig& cfg, uint64_t seed, const std::str
   *out = *m;
 }
 
+// ||a - b|| / ||b|| in double; any non-finite value in `a` gives infinity.
 inline double rel_err(const float* a, const float* b, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
