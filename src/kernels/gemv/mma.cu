@@ -25,9 +25,9 @@
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/device.cuh"
 #include "kernels/common/gemv_core.cuh"
+#include "kernels/common/mma_split.cuh"
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/pdl.h"
-#include "kernels/flash_attn/mma.cuh"  // mma_bf16, pack_bf16
 #include "kernels/gemv/epilogue.cuh"
 #include "kernels/gemv/params.h"
 
@@ -35,31 +35,7 @@ namespace gossamer::kern {
 namespace {
 
 // kSplit warps per tile of 16 rows = the block; 4 steps of 32 columns in flight per warp.
-constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kSplits = 3;
-
-// Splits the pair (a, b) into three bf16x2 terms; a, b become the remainders.
-__device__ __forceinline__ void split3(float a, float b, uint32_t (&out)[kSplits]) {
-#pragma unroll
-  for (int s = 0; s < kSplits; ++s) {
-    out[s] = pack_bf16(a, b);
-    a -= __uint_as_float(out[s] << 16);
-    b -= __uint_as_float(out[s] & 0xffff0000u);
-  }
-}
-
-// The three bf16 terms of x[k0 + 8t .. + 8] of one activation row, as B pairs: x[s][0] / x[s][1]
-// (columns 8t .. 8t + 3: mma 1) and x[s][2] / x[s][3] (8t + 4 .. 8t + 7: mma 2).
-__device__ __forceinline__ void split_x8(const float4& xa, const float4& xb,
-                                         uint32_t (&x)[kSplits][4]) {
-  uint32_t x01[kSplits], x23[kSplits], x45[kSplits], x67[kSplits];
-  split3(xa.x, xa.y, x01);
-  split3(xa.z, xa.w, x23);
-  split3(xb.x, xb.y, x45);
-  split3(xb.z, xb.w, x67);
-#pragma unroll
-  for (int s = 0; s < kSplits; ++s)
-    x[s][0] = x01[s], x[s][1] = x23[s], x[s][2] = x45[s], x[s][3] = x67[s];
-}
+constexpr int kWarps = 8, kSplit = kWarps, kUnroll = 4, kSplits = kMmaSplits;
 
 // One 32-column step: weights wa (row g), wb (row g + 8); n-tile j of the batch tile takes
 // activation row 8j + g (xr[j]).
@@ -67,20 +43,12 @@ template <int kNT>
 __device__ __forceinline__ void step32(const uint4& wa, const uint4& wb,
                                        const float* const (&xr)[kNT], int k,
                                        float (&acc)[kNT][kSplits][4]) {
-  const uint32_t a1[4] = {wa.x, wb.x, wa.y, wb.y}, a2[4] = {wa.z, wb.z, wa.w, wb.w};
 #pragma unroll
   for (int j = 0; j < kNT; ++j) {
     const float4* xp = reinterpret_cast<const float4*>(xr[j] + k);
     uint32_t x[kSplits][4];
     split_x8(__ldg(xp), __ldg(xp + 1), x);
-#pragma unroll
-    for (int s = 0; s < kSplits; ++s) {
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-      mma_bf16(d, a1, x[s][0], x[s][1]);
-      mma_bf16(d, a2, x[s][2], x[s][3]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][s][i] += d[i];
-    }
+    mma_step32(wa, wb, x, acc[j]);
   }
 }
 

@@ -69,11 +69,15 @@ Status launch_bt(const QkvRopeParams& p, cudaStream_t s) {
 
 int qkv_rope_resolved_variant(const QkvRopeParams& p) {
   if (p.variant != 0) return p.variant;
-  return qkv_rope_bulk_supported(p) ? 2 : 1;
+  if (qkv_rope_bulk_supported(p)) return 2;
+  // The mma kernel from 3 rows (as the O-projection's gemv_mma): engine tg32 on an H100, 120b,
+  // warp -> mma: b2 547 -> 530 t/s, b3 605 -> 610, b4 681 -> 702, b5 697 -> 739, b6 736 -> 786.
+  return p.batch >= 3 && qkv_rope_mma_supported(p) ? 3 : 1;
 }
 
 const char* qkv_rope_variant(const QkvRopeParams& p) {
   if (qkv_rope_resolved_variant(p) == 2) return "qkv_rope_bulk_bf16w_f32a";
+  if (qkv_rope_resolved_variant(p) == 3) return "qkv_rope_mma_bf16w_f32a";
   return p.batch <= 1   ? "qkv_rope_bf16w_f32a<BT=1>"
          : p.batch <= 4 ? "qkv_rope_bf16w_f32a<BT=4>"
                         : "qkv_rope_bf16w_f32a<BT=8>";
@@ -82,6 +86,7 @@ const char* qkv_rope_variant(const QkvRopeParams& p) {
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (qkv_rope_resolved_variant(p) == 2) return launch_qkv_rope_bulk(p, s);
+  if (qkv_rope_resolved_variant(p) == 3) return launch_qkv_rope_mma(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);
   return launch_bt<8>(p, s);

@@ -37,7 +37,9 @@ struct QkvRopeParams {
   double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
   float rope_scale = 1.f;              // multiplies cos and sin (YaRN attention scaling)
   bool pdl = false;                    // programmatic dependent launch (common/pdl.h)
-  int variant = 0;  // 0 = auto, 1 = qkv_rope_bf16w_f32a<BT>, 2 = qkv_rope_bulk_bf16w_f32a (batch 1)
+  // 0 = auto, 1 = qkv_rope_bf16w_f32a<BT>, 2 = qkv_rope_bulk_bf16w_f32a (batch 1),
+  // 3 = qkv_rope_mma_bf16w_f32a (batch 2..8)
+  int variant = 0;
   int bulk_ring_bytes = 0;  // variant 2: weight ring bytes per block (0 = kQkvBulkRingBytes)
   Status validate() const;
 };
@@ -48,7 +50,12 @@ inline constexpr int kQkvBulkRingBytes = 48 * 1024;  // H100: docs/decode-overhe
 bool qkv_rope_bulk_supported(const QkvRopeParams& p);
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t stream);
 
-// Variant 0 resolves to 2 where qkv_rope_bulk_supported, else 1 (batch tile BT from `batch`).
+// qkv_rope_mma_bf16w_f32a (mma.cu): batch 2..8, hidden % 32 == 0, tensor cores.
+bool qkv_rope_mma_supported(const QkvRopeParams& p);
+Status launch_qkv_rope_mma(const QkvRopeParams& p, cudaStream_t stream);
+
+// Variant 0 resolves to 2 where qkv_rope_bulk_supported, else 3 from 3 rows where
+// qkv_rope_mma_supported, else 1 (batch tile BT from `batch`).
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t stream);
 int qkv_rope_resolved_variant(const QkvRopeParams& p);
 // Name of the kernel launch_qkv_rope runs (kernel-path report; only the shape fields matter).

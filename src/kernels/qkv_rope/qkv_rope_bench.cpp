@@ -90,8 +90,9 @@ int main() {
   for (const auto& c : kQkvRopeCases) {
     BenchSetup b(c.batch, c.hidden, c.n_heads, c.n_kv_heads, 1);
     QkvRopeParams p = b.p;
-    for (int variant = 1; variant <= (c.batch == 1 ? 2 : 1); ++variant) {
+    for (int variant = 1; variant <= 3; ++variant) {
       p.variant = variant;
+      if ((variant == 2 && c.batch != 1) || (variant == 3 && !qkv_rope_mma_supported(p))) continue;
       const double ms = testing::time_ms([&] { (void)launch_qkv_rope(p, 0); }, 50);
       testing::print_bench_line(std::string(qkv_rope_variant(p)) + " " + c.name,
                                 2.0 * b.nw + 4.0 * c.batch * c.hidden, ms, ceil);

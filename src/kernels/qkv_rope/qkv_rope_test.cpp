@@ -117,17 +117,25 @@ void check_case(const QkvRopeCase& c, bool fused, int variant, std::mt19937_64& 
   }
 }
 
-// Variant 1 (warp GEMV) for every case, variant 2 (bulk) for the batch-1 cases.
+// Variant 1 (warp GEMV) for every case, 2 (bulk) for the batch-1 cases, 3 (mma) for batches
+// of 2..8 rows with hidden % 32 == 0.
+std::vector<int> variants_for(const QkvRopeCase& c) {
+  std::vector<int> v{1};
+  if (c.batch == 1) v.push_back(2);
+  if (c.batch >= 2 && c.batch <= 8 && c.hidden % 32 == 0) v.push_back(3);
+  return v;
+}
+
 TEST(QkvRope, MatchesFp64ReferenceAndWritesCache) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope"));
   for (const auto& c : kQkvRopeCases)
-    for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, false, v, rng);
+    for (int v : variants_for(c)) check_case(c, false, v, rng);
 }
 
 TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused norm"));
   for (const auto& c : kQkvRopeCases)
-    for (int v = 1; v <= (c.batch == 1 ? 2 : 1); ++v) check_case(c, true, v, rng);
+    for (int v : variants_for(c)) check_case(c, true, v, rng);
 }
 
 // A fused kernel (1/rms applied to the dot products) against the unfused path: q relative error
@@ -366,8 +374,16 @@ TEST(QkvRope, RejectsBadParams) {
   p.batch = p.n_heads = p.n_kv_heads = p.max_blocks = p.num_blocks = 1;
   p.hidden = 8;
   EXPECT_TRUE(p.validate().ok()) << p.validate().ToString();
-  p.variant = 3;
-  EXPECT_NE(p.validate().message().find("variant 3 does not exist"), std::string::npos);
+  p.variant = 4;
+  EXPECT_NE(p.validate().message().find("variant 4 does not exist"), std::string::npos);
+  // Auto: the mma kernel for 3..8 rows when hidden % 32 == 0, else the warp kernel.
+  p.variant = 0;
+  const int want[][3] = {{2, 2880, 1}, {3, 2880, 3}, {8, 2880, 3}, {9, 2880, 1}, {4, 2888, 1}};
+  for (const auto& c : want) {
+    p.batch = c[0];
+    p.hidden = c[1];
+    EXPECT_EQ(qkv_rope_resolved_variant(p), c[2]) << "batch " << c[0] << " hidden " << c[1];
+  }
 }
 
 }  // namespace

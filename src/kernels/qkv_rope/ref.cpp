@@ -25,9 +25,9 @@ Status QkvRopeParams::validate() const {
       0) {
     return InvalidArgument(ctx + "w, x and norm_w must be 16-byte aligned");
   }
-  if (variant < 0 || variant > 2) {
+  if (variant < 0 || variant > 3) {
     return InvalidArgument(ctx + "variant " + std::to_string(variant) +
-                           " does not exist (0 = auto, 1 = warp GEMV, 2 = bulk)");
+                           " does not exist (0 = auto, 1 = warp GEMV, 2 = bulk, 3 = mma)");
   }
   return Status::Ok();
 }
