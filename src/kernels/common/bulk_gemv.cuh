@@ -52,10 +52,11 @@ __device__ __forceinline__ void ring_produce(const Ring& r, int n, RowPtr row_pt
   }
 }
 
-// Consumer warp `warp` of WARPS: every row it owns, dot with xs ([2][nch] float4); each lane
-// releases the slot after its last read (32 arrivals: no lane's read can race the next copy),
-// then lane 0 calls finish(j, dot).
-template <int WARPS, class Finish>
+// Consumer warp `warp` of WARPS: every row it owns, dot with the BT activation rows xs (row b at
+// xs + 2 b nch, as [2][nch] float4 halves); each lane releases the slot after its last read (32
+// arrivals: no lane's read can race the next copy), then lane 0 calls finish(j, dots[BT]). Each
+// row's sum is formed in the same order whatever BT is (batch rows are bit-identical to BT = 1).
+template <int WARPS, int BT, class Finish>
 __device__ __forceinline__ void ring_consume(const Ring& r, int n, const float4* xs, int nch,
                                              int warp, Finish finish) {
   const int lane = threadIdx.x & 31;
@@ -64,14 +65,22 @@ __device__ __forceinline__ void ring_consume(const Ring& r, int n, const float4*
     if (s % WARPS != warp) continue;
     bulk_copy::mbar_wait(r.full + s, (j / r.slots) & 1);
     const uint4* wr = reinterpret_cast<const uint4*>(r.smem + static_cast<size_t>(s) * r.row_bytes);
-    float acc = 0.f;
-    // Unroll 8 (H100 tg128, three A/B rounds: +0.6% to +1.0% over 2; 4: -0.8%; loading 4 / 8 /
-    // 12 chunks explicitly before their FMAs: -2% / -1% / -3.7%). The summation order does not
-    // depend on it.
+    float acc[BT];
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[b] = 0.f;
+      // Unroll 8 (H100 tg128, three A/B rounds: +0.6% to +1.0% over 2; 4: -0.8%; loading 4 / 8 /
+      // 12 chunks explicitly before their FMAs: -2% / -1% / -3.7%). The summation order does not
+      // depend on it.
 #pragma unroll 8
-    for (int k = lane; k < nch; k += 32) acc += dot8_bf16(wr[k], xs[k], xs[nch + k]);
+    for (int k = lane; k < nch; k += 32) {
+      const uint4 w = wr[k];
+#pragma unroll
+      for (int b = 0; b < BT; ++b)
+        acc[b] += dot8_bf16(w, xs[2 * b * nch + k], xs[(2 * b + 1) * nch + k]);
+    }
     bulk_copy::mbar_arrive(r.empty + s);  // this lane's reads of the slot are done (release)
-    acc = warp_sum(acc);
+#pragma unroll
+    for (int b = 0; b < BT; ++b) acc[b] = warp_sum(acc[b]);
     if (lane == 0) finish(j, acc);
   }
 }

@@ -1,5 +1,6 @@
-// gemv_bulk_bf16w_f32a: the batch-1 GEMV (y (+)= W x + bias, no argmax) with the weight rows
-// streamed into shared memory by bulk copies (1-D TMA), as the MoE decode kernels do.
+// gemv_bulk_bf16w_f32a<BT>: the GEMV of 1 or 2 activation rows (y (+)= W x + bias, no argmax)
+// with the weight rows streamed into shared memory by bulk copies (1-D TMA), as the MoE decode
+// kernels do. BT = 2 (decode batches of 2 sequences) reads each weight row once for both rows.
 //
 // Why: the warp GEMV of kernel.cu keeps only ~4 KB per warp in flight and its grid (one block per
 // 16 rows: 180 blocks for the O-projection on 132 SMs) is uneven across SMs. Here the grid is one
@@ -10,7 +11,8 @@
 //
 // Mapping: warps 0..7 consume, warp 8 lane 0 produces; the ring and its slot ownership are
 // common/bulk_gemv.cuh's. x is staged once per block in shared memory as low / high float4
-// halves (conflict-free LDS.128). Results are bit-identical to gemv_bf16w_f32a<1> (gemv_test).
+// halves per row (conflict-free LDS.128). Every row's result is bit-identical to
+// gemv_bf16w_f32a<1> of that row alone (gemv_test).
 #include <algorithm>
 
 #include "kernels/common/bulk_gemv.cuh"
@@ -27,18 +29,19 @@ constexpr int kMaxSmem = 227 * 1024;
 struct Layout {
   int slots;      // rows of the ring
   int row_bytes;  // 2 cols
-  int x_off;      // x staged as [2][cols / 8] float4
-  int rows_off;   // [2][max_rows] f32: the block's bias, then its y (accumulate)
+  int x_off;      // x staged as [BT][2][cols / 8] float4
+  int rows_off;   // [1 + BT][max_rows] f32: the block's bias, then its y rows (accumulate)
   int max_rows;   // rows per block at most
   int bar_off;    // full[slots], empty[slots]
   int smem;
 };
 
+template <int BT>
 __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p, Layout L) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bar_off);
   const bulk_gemv::Ring ring{smem, full, full + L.slots, L.slots, L.row_bytes};
-  float4* xs = reinterpret_cast<float4*>(smem + L.x_off);  // [2][nch]
+  float4* xs = reinterpret_cast<float4*>(smem + L.x_off);  // [BT][2][nch]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = p.cols / 8;
   const int r0 = static_cast<int>(static_cast<long long>(blockIdx.x) * p.rows / gridDim.x);
   const int n = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * p.rows / gridDim.x) - r0;
@@ -55,33 +58,43 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
   // shared memory with the staging of x, so that finishing a row reads no global memory (the
   // last rows' bias used to be a DRAM round trip at the kernel's tail).
   float* bias_s = reinterpret_cast<float*>(smem + L.rows_off);  // [max_rows]
-  float* y_s = bias_s + L.max_rows;                             // [max_rows]
+  float* y_s = bias_s + L.max_rows;                             // [BT][max_rows]
   const int t = threadIdx.x;
   const float b0 = t < n && p.bias ? p.bias[r0 + t] : 0.f;  // in flight across the wait
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
+  const int nb = min(BT, p.batch);
   for (int k = threadIdx.x; k < nch; k += kConsumers * 32) {
-    const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
-    xs[k] = __ldg(src);
-    xs[nch + k] = __ldg(src + 1);
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      const float4* src =
+          reinterpret_cast<const float4*>(p.x + static_cast<size_t>(min(b, nb - 1)) * p.cols) +
+          2 * k;
+      xs[2 * b * nch + k] = __ldg(src);
+      xs[(2 * b + 1) * nch + k] = __ldg(src + 1);
+    }
   }
   for (int j = t; j < n; j += kConsumers * 32) {
-    if (p.accumulate) y_s[j] = p.y[r0 + j];
+    if (p.accumulate)
+      for (int b = 0; b < nb; ++b)
+        y_s[b * L.max_rows + j] = p.y[b * static_cast<size_t>(p.ldy) + r0 + j];
     bias_s[j] = j == t ? b0 : p.bias ? p.bias[r0 + j] : 0.f;
   }
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
-  bulk_gemv::ring_consume<kConsumers>(ring, n, xs, nch, warp, [&](int j, float dot) {
-    const float v = dot + bias_s[j];
-    p.y[r0 + j] = p.accumulate ? y_s[j] + v : v;
+  bulk_gemv::ring_consume<kConsumers, BT>(ring, n, xs, nch, warp, [&](int j, const float* dot) {
+    for (int b = 0; b < nb; ++b) {
+      const float v = dot[b] + bias_s[j];
+      p.y[b * static_cast<size_t>(p.ldy) + r0 + j] = p.accumulate ? y_s[b * L.max_rows + j] + v : v;
+    }
   });
 }
 
-Result<Layout> make_layout(const GemvParams& p, int grid) {
+Result<Layout> make_layout(const GemvParams& p, int grid, int bt) {
   Layout L{};
   L.row_bytes = 2 * p.cols;
-  const int x_bytes = 4 * p.cols;
+  const int x_bytes = 4 * p.cols * bt;
   L.max_rows = (p.rows + grid - 1) / grid;
-  const int rows_bytes = 8 * L.max_rows;
+  const int rows_bytes = 4 * (1 + bt) * L.max_rows;
   GS_ASSIGN_OR_RETURN(
       L.slots, bulk_gemv::ring_slots("gemv_bulk", L.row_bytes, L.max_rows,
                                      p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kGemvBulkRingBytes,
@@ -96,21 +109,22 @@ Result<Layout> make_layout(const GemvParams& p, int grid) {
 }  // namespace
 
 bool gemv_bulk_supported(const GemvParams& p) {
-  return p.batch == 1 && !p.argmax && p.cols <= kGemvBulkMaxCols && bulk_copy::device_is_sm90();
+  return p.batch >= 1 && p.batch <= 2 && !p.argmax && p.cols <= kGemvBulkMaxCols &&
+         bulk_copy::device_is_sm90();
 }
 
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!gemv_bulk_supported(p)) {
-    return InvalidArgument("gemv_bulk: needs batch 1, no argmax, cols <= " +
+    return InvalidArgument("gemv_bulk: needs batch 1 or 2, no argmax, cols <= " +
                            std::to_string(kGemvBulkMaxCols) + " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min(p.rows, sms);
-  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
-  GS_CUDA_RETURN(cudaFuncSetAttribute(gemv_bulk_bf16w_f32a,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
-  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", gemv_bulk_bf16w_f32a, dim3(grid), dim3(kThreads),
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
+  auto* kernel = p.batch == 1 ? gemv_bulk_bf16w_f32a<1> : gemv_bulk_bf16w_f32a<2>;
+  GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
+  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", kernel, dim3(grid), dim3(kThreads),
                     static_cast<size_t>(L.smem), s, p, L);
 }
 

@@ -23,6 +23,7 @@ inline constexpr GemvCase kGemvCases[] = {
     {"lm_head-like 2000x2880 b29 argmax", 2000, 2880, 29, false, true, true},
     {"o_proj 2880x4096 b40 +res", 2880, 4096, 40, true, false, true},
     {"router 20b 32x2880 b2 +res", 32, 2880, 2, true, false, true},
+    {"o_proj 2880x4096 b2 +res", 2880, 4096, 2, true, false, true},
     {"o_proj 2880x4096 b64", 2880, 4096, 64, true, false, true},
     {"small 50x136 b1 +res", 50, 136, 1, true, false, true},
     // 9 rows per block on 132 SMs but only 5 fit in shared memory: the bulk ring wraps.

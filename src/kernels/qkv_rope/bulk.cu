@@ -1,5 +1,6 @@
-// qkv_rope_bulk_bf16w_f32a<NORM>: the batch-1 fused QKV projection (+RMSNorm) + RoPE + KV-cache
-// write with the weight rows streamed by bulk copies (1-D TMA) into a shared-memory ring, like
+// qkv_rope_bulk_bf16w_f32a<NORM, BT>: the fused QKV projection (+RMSNorm) + RoPE + KV-cache write
+// of 1 or 2 rows (BT) with the weight rows streamed by bulk copies (1-D TMA) into a shared-memory
+// ring (each row read once for both batch rows), like
 // gemv_bulk_bf16w_f32a (gemv/bulk.cu; the reasons and measurements are there and in
 // docs/decode-overhead.md section 6).
 //
@@ -14,7 +15,8 @@
 // finishes pair t (epilogue.cuh), with the pair's bias, RoPE sin / cos and cache slot formed
 // before pdl_wait (session 10: they were ~1.3 us of dependent loads and fp64 range reduction
 // after the GEMV). Bit-identical to qkv_rope_bf16w_f32a<1, NORM>, which applies 1/rms the same
-// way with the same summation order (qkv_rope_test).
+// way with the same summation order (qkv_rope_test); each batch row of BT = 2 is bit-identical to
+// that row alone.
 #include <algorithm>
 
 #include "kernels/common/bulk_gemv.cuh"
@@ -40,15 +42,43 @@ __device__ __forceinline__ size_t pair_row(int p0, int j) {
   return static_cast<size_t>(unit) * kHeadDim + i + 32 * (j & 1);
 }
 
-template <bool NORM>
+// Stages this thread's 8-float chunks k = threadIdx.x + 256 m of the BT rows of x (row b at
+// xs + 2 b nch as float4 halves; rows past nb repeat the last), times the gains g[m] when NORM,
+// and sums each row's squares into ss[b].
+template <bool NORM, int BT, int G>
+__device__ __forceinline__ void stage_rows(const float* x, int nch, int nb, const uint4 (&g)[G],
+                                           float4* xs, float (&ss)[BT]) {
+#pragma unroll
+  for (int b = 0; b < BT; ++b) ss[b] = 0.f;
+#pragma unroll
+  for (int m = 0; m < G; ++m) {
+    const int k = threadIdx.x + m * kConsumers * 32;
+    if (k >= nch) continue;
+#pragma unroll
+    for (int b = 0; b < BT; ++b) {
+      const float4* src =
+          reinterpret_cast<const float4*>(x + static_cast<size_t>(min(b, nb - 1)) * 8 * nch) +
+          2 * k;
+      float4 lo = __ldg(src), hi = __ldg(src + 1);
+      if constexpr (NORM) {
+        add_sum_sq8(ss[b], lo, hi);
+        scale8_bf16(lo, hi, 1.f, g[m]);  // x * g (x * 1 is exact)
+      }
+      xs[2 * b * nch + k] = lo;
+      xs[(2 * b + 1) * nch + k] = hi;
+    }
+  }
+}
+
+template <bool NORM, int BT>
 __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeParams p, Layout L) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + L.bar_off);
   const bulk_gemv::Ring ring{smem, full, full + L.slots, L.slots, L.row_bytes};
-  float4* xs = reinterpret_cast<float4*>(smem + L.x_off);   // [2][nch]
-  float* res = reinterpret_cast<float*>(smem + L.res_off);  // [2 max_pairs]
+  float4* xs = reinterpret_cast<float4*>(smem + L.x_off);   // [BT][2][nch]
+  float* res = reinterpret_cast<float*>(smem + L.res_off);  // [BT][2 max_pairs]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = p.hidden / 8;
-  const int npairs = (p.n_heads + 2 * p.n_kv_heads) * 32;
+  const int npairs = (p.n_heads + 2 * p.n_kv_heads) * 32, nb = min(BT, p.batch);
   const int p0 = static_cast<int>(static_cast<long long>(blockIdx.x) * npairs / gridDim.x);
   const int pairs =
       static_cast<int>(static_cast<long long>(blockIdx.x + 1) * npairs / gridDim.x) - p0;
@@ -72,50 +102,52 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   }
   // The epilogue inputs of this thread's first pair (bias, RoPE sin / cos, cache slot): weights
   // and step inputs (pos, block table) that no kernel of the step writes (pdl.h rule 1).
-  const QkvPairPrep prep =
-      static_cast<int>(threadIdx.x) < pairs
-          ? qkv_prep_pair(p, 0, (p0 + threadIdx.x) >> 5, (p0 + threadIdx.x) & 31)
-          : QkvPairPrep{};
+  QkvPairPrep prep[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b)
+    prep[b] = static_cast<int>(threadIdx.x) < pairs && b < nb
+                  ? qkv_prep_pair(p, b, (p0 + threadIdx.x) >> 5, (p0 + threadIdx.x) & 31)
+                  : QkvPairPrep{};
   pdl_wait();  // x comes from the previous kernel
   pdl_trigger();
-  __shared__ float ss_warp[kConsumers][1];  // NORM: each consumer warp's sum of squares of x
-  float ss[1] = {0.f};
-#pragma unroll
-  for (int m = 0; m < kMaxG; ++m) {
-    const int k = threadIdx.x + m * kConsumers * 32;
-    if (k >= nch) continue;
-    const float4* src = reinterpret_cast<const float4*>(p.x) + 2 * k;
-    float4 a = __ldg(src), b = __ldg(src + 1);
-    if constexpr (NORM) {
-      add_sum_sq8(ss[0], a, b);
-      scale8_bf16(a, b, 1.f, g[m]);  // x * g (x * 1 is exact)
-    }
-    xs[k] = a;
-    xs[nch + k] = b;
-  }
-  if constexpr (NORM) warp_ss_to_red<1>(ss, ss_warp);
+  __shared__ float ss_warp[kConsumers][BT];  // NORM: each consumer warp's sums of squares of x
+  float ss[BT];
+  stage_rows<NORM>(p.x, nch, nb, g, xs, ss);
+  if constexpr (NORM) warp_ss_to_red<BT>(ss, ss_warp);
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
-  bulk_gemv::ring_consume<kConsumers>(ring, 2 * pairs, xs, nch, warp,
-                                      [&](int j, float dot) { res[j] = dot; });
+  const int rstride = 2 * L.max_pairs;  // res row b at res + b rstride
+  bulk_gemv::ring_consume<kConsumers, BT>(ring, 2 * pairs, xs, nch, warp,
+                                          [&](int j, const float* dot) {
+#pragma unroll
+                                            for (int b = 0; b < BT; ++b)
+                                              res[b * rstride + j] = dot[b];
+                                          });
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
   // 1 / rms of x: the order of block_inv_rms_chunks (qkv_rope_bf16w_f32a's), warps in order.
-  float inv[1] = {1.f};
-  if constexpr (NORM) inv_from_red<1, kConsumers>(ss_warp, p.hidden, p.eps, inv);
-  // The products are rounded before the epilogue adds the bias (__fmul_rn: never contracted into
-  // an FMA with it), as the warp kernel rounds them into shared memory: bit-identical with bias.
-  for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
-    const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
-    qkv_store_pair(p, unit, i, __fmul_rn(res[2 * t], inv[0]), __fmul_rn(res[2 * t + 1], inv[0]),
-                   t == static_cast<int>(threadIdx.x) ? prep : qkv_prep_pair(p, 0, unit, i));
+  float inv[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b) inv[b] = 1.f;
+  if constexpr (NORM) inv_from_red<BT, kConsumers>(ss_warp, p.hidden, p.eps, inv);
+    // The products are rounded before the epilogue adds the bias (__fmul_rn: never contracted into
+    // an FMA with it), as the warp kernel rounds them into shared memory: bit-identical with bias.
+#pragma unroll
+  for (int b = 0; b < BT; ++b) {
+    if (b >= nb) break;
+    const float* rb = res + b * rstride;
+    for (int t = threadIdx.x; t < pairs; t += kConsumers * 32) {
+      const int gp = p0 + t, unit = gp >> 5, i = gp & 31;
+      qkv_store_pair(p, unit, i, __fmul_rn(rb[2 * t], inv[b]), __fmul_rn(rb[2 * t + 1], inv[b]),
+                     t == static_cast<int>(threadIdx.x) ? prep[b] : qkv_prep_pair(p, b, unit, i));
+    }
   }
 }
 
-Result<Layout> make_layout(const QkvRopeParams& p, int grid) {
+Result<Layout> make_layout(const QkvRopeParams& p, int grid, int bt) {
   Layout L{};
   L.row_bytes = 2 * p.hidden;
   const int npairs = (p.n_heads + 2 * p.n_kv_heads) * 32;
   L.max_pairs = (npairs + grid - 1) / grid;
-  const int x_bytes = 4 * p.hidden, res_bytes = 8 * L.max_pairs;
+  const int x_bytes = 4 * p.hidden * bt, res_bytes = 8 * L.max_pairs * bt;
   GS_ASSIGN_OR_RETURN(
       L.slots, bulk_gemv::ring_slots("qkv_rope_bulk", L.row_bytes, 2 * L.max_pairs,
                                      p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kQkvBulkRingBytes,
@@ -130,19 +162,23 @@ Result<Layout> make_layout(const QkvRopeParams& p, int grid) {
 }  // namespace
 
 bool qkv_rope_bulk_supported(const QkvRopeParams& p) {
-  return p.batch == 1 && p.hidden <= kQkvBulkMaxHidden && bulk_copy::device_is_sm90();
+  return p.batch >= 1 && p.batch <= 2 && p.hidden <= kQkvBulkMaxHidden &&
+         bulk_copy::device_is_sm90();
 }
 
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!qkv_rope_bulk_supported(p)) {
-    return InvalidArgument("qkv_rope_bulk: needs batch 1, hidden <= " +
+    return InvalidArgument("qkv_rope_bulk: needs batch 1 or 2, hidden <= " +
                            std::to_string(kQkvBulkMaxHidden) + " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
-  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
-  auto* kernel = p.norm_w ? qkv_rope_bulk_bf16w_f32a<true> : qkv_rope_bulk_bf16w_f32a<false>;
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
+  auto* kernel =
+      p.batch == 1
+          ? (p.norm_w ? qkv_rope_bulk_bf16w_f32a<true, 1> : qkv_rope_bulk_bf16w_f32a<false, 1>)
+          : (p.norm_w ? qkv_rope_bulk_bf16w_f32a<true, 2> : qkv_rope_bulk_bf16w_f32a<false, 2>);
   GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
   return launch_pdl(p.pdl, "qkv_rope_bulk_bf16w_f32a", kernel, dim3(grid), dim3(kThreads),
                     static_cast<size_t>(L.smem), s, p, L);
