@@ -109,20 +109,24 @@ Result<Layout> make_layout(const GemvParams& p, int grid, int bt) {
 }  // namespace
 
 bool gemv_bulk_supported(const GemvParams& p) {
-  return p.batch >= 1 && p.batch <= 2 && !p.argmax && p.cols <= kGemvBulkMaxCols &&
+  return p.batch >= 1 && p.batch <= kGemvBulkMaxBatch && !p.argmax && p.cols <= kGemvBulkMaxCols &&
          bulk_copy::device_is_sm90();
 }
 
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!gemv_bulk_supported(p)) {
-    return InvalidArgument("gemv_bulk: needs batch 1 or 2, no argmax, cols <= " +
-                           std::to_string(kGemvBulkMaxCols) + " and an sm_90 GPU");
+    return InvalidArgument("gemv_bulk: needs batch 1.." + std::to_string(kGemvBulkMaxBatch) +
+                           ", no argmax, cols <= " + std::to_string(kGemvBulkMaxCols) +
+                           " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min(p.rows, sms);
   GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
-  auto* kernel = p.batch == 1 ? gemv_bulk_bf16w_f32a<1> : gemv_bulk_bf16w_f32a<2>;
+  static_assert(kGemvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
+  void (*const kernels[])(GemvParams, Layout) = {gemv_bulk_bf16w_f32a<1>, gemv_bulk_bf16w_f32a<2>,
+                                                 gemv_bulk_bf16w_f32a<3>, gemv_bulk_bf16w_f32a<4>};
+  auto* kernel = kernels[p.batch - 1];
   GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
   return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", kernel, dim3(grid), dim3(kThreads),
                     static_cast<size_t>(L.smem), s, p, L);

@@ -63,7 +63,7 @@ void check_argmax(const GemvCase& c, const GemvRun& r, const std::vector<double>
   }
 }
 
-// Every variant that supports the case (1 = warp GEMV, 2 = bulk at batch 1-2, 3 = tensor cores at
+// Every variant that supports the case (1 = warp GEMV, 2 = bulk at batch 1..4, 3 = tensor cores at
 // batch >= 2), PDL off and on: within 2e-6 of fp64, and the bulk kernel bit-identical to the warp
 // GEMV (same summation order; the mma kernel sums in another order).
 TEST(Gemv, MatchesFp64Reference) {

@@ -23,7 +23,7 @@ struct GemvParams {
   // [batch] packed (value, row) keys; reset to 0 before the launch. Null: no argmax.
   unsigned long long* argmax = nullptr;
   bool pdl = false;  // programmatic dependent launch (common/pdl.h)
-  // 0 = auto, 1 = the warp GEMV gemv_bf16w_f32a<BT>, 2 = gemv_bulk_bf16w_f32a (batch 1-2),
+  // 0 = auto, 1 = the warp GEMV gemv_bf16w_f32a<BT>, 2 = gemv_bulk_bf16w_f32a (batch 1..4),
   // 3 = gemv_mma_bf16w_f32a (batch >= 2, cols % 32 == 0: tensor cores, mma.cu).
   int variant = 0;
   // Variant 2: weight ring bytes per block (0 = kGemvBulkRingBytes), at least 2 rows.
@@ -31,9 +31,10 @@ struct GemvParams {
   Status validate() const;
 };
 
-// gemv_bulk_bf16w_f32a (bulk.cu): batch 1 or 2, no argmax (so y is written), cols <=
-// kGemvBulkMaxCols, sm_90.
+// gemv_bulk_bf16w_f32a (bulk.cu): batch 1..kGemvBulkMaxBatch, no argmax (so y is written), cols
+// <= kGemvBulkMaxCols, sm_90.
 inline constexpr int kGemvBulkMaxCols = 16384;
+inline constexpr int kGemvBulkMaxBatch = 4;
 // Default ring: small enough that the next kernel's blocks (and the previous one's) fit on the
 // SM beside it, so that PDL can overlap their prologues (H100, docs/decode-overhead.md section 6).
 inline constexpr int kGemvBulkRingBytes = 64 * 1024;

@@ -162,23 +162,27 @@ Result<Layout> make_layout(const QkvRopeParams& p, int grid, int bt) {
 }  // namespace
 
 bool qkv_rope_bulk_supported(const QkvRopeParams& p) {
-  return p.batch >= 1 && p.batch <= 2 && p.hidden <= kQkvBulkMaxHidden &&
+  return p.batch >= 1 && p.batch <= kQkvBulkMaxBatch && p.hidden <= kQkvBulkMaxHidden &&
          bulk_copy::device_is_sm90();
 }
 
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!qkv_rope_bulk_supported(p)) {
-    return InvalidArgument("qkv_rope_bulk: needs batch 1 or 2, hidden <= " +
-                           std::to_string(kQkvBulkMaxHidden) + " and an sm_90 GPU");
+    return InvalidArgument("qkv_rope_bulk: needs batch 1.." + std::to_string(kQkvBulkMaxBatch) +
+                           ", hidden <= " + std::to_string(kQkvBulkMaxHidden) +
+                           " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
   GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
-  auto* kernel =
-      p.batch == 1
-          ? (p.norm_w ? qkv_rope_bulk_bf16w_f32a<true, 1> : qkv_rope_bulk_bf16w_f32a<false, 1>)
-          : (p.norm_w ? qkv_rope_bulk_bf16w_f32a<true, 2> : qkv_rope_bulk_bf16w_f32a<false, 2>);
+  static_assert(kQkvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
+  void (*const kernels[][2])(QkvRopeParams, Layout) = {
+      {qkv_rope_bulk_bf16w_f32a<false, 1>, qkv_rope_bulk_bf16w_f32a<true, 1>},
+      {qkv_rope_bulk_bf16w_f32a<false, 2>, qkv_rope_bulk_bf16w_f32a<true, 2>},
+      {qkv_rope_bulk_bf16w_f32a<false, 3>, qkv_rope_bulk_bf16w_f32a<true, 3>},
+      {qkv_rope_bulk_bf16w_f32a<false, 4>, qkv_rope_bulk_bf16w_f32a<true, 4>}};
+  auto* kernel = kernels[p.batch - 1][p.norm_w != nullptr];
   GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
   return launch_pdl(p.pdl, "qkv_rope_bulk_bf16w_f32a", kernel, dim3(grid), dim3(kThreads),
                     static_cast<size_t>(L.smem), s, p, L);

@@ -37,15 +37,17 @@ struct QkvRopeParams {
   double inv_freq[kHeadDim / 2] = {};  // YaRN inverse frequencies (angles in fp64)
   float rope_scale = 1.f;              // multiplies cos and sin (YaRN attention scaling)
   bool pdl = false;                    // programmatic dependent launch (common/pdl.h)
-  // 0 = auto, 1 = qkv_rope_bf16w_f32a<BT>, 2 = qkv_rope_bulk_bf16w_f32a (batch 1-2),
+  // 0 = auto, 1 = qkv_rope_bf16w_f32a<BT>, 2 = qkv_rope_bulk_bf16w_f32a (batch 1..4),
   // 3 = qkv_rope_mma_bf16w_f32a (batch 2..8)
   int variant = 0;
   int bulk_ring_bytes = 0;  // variant 2: weight ring bytes per block (0 = kQkvBulkRingBytes)
   Status validate() const;
 };
 
-// qkv_rope_bulk_bf16w_f32a (bulk.cu): batch 1 or 2, hidden <= kQkvBulkMaxHidden, sm_90.
+// qkv_rope_bulk_bf16w_f32a (bulk.cu): batch 1..kQkvBulkMaxBatch, hidden <= kQkvBulkMaxHidden,
+// sm_90.
 inline constexpr int kQkvBulkMaxHidden = 8192;
+inline constexpr int kQkvBulkMaxBatch = 4;
 inline constexpr int kQkvBulkRingBytes = 48 * 1024;  // H100: docs/decode-overhead.md section 6
 bool qkv_rope_bulk_supported(const QkvRopeParams& p);
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t stream);

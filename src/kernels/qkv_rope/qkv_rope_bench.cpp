@@ -92,7 +92,9 @@ int main() {
     QkvRopeParams p = b.p;
     for (int variant = 1; variant <= 3; ++variant) {
       p.variant = variant;
-      if ((variant == 2 && c.batch > 2) || (variant == 3 && !qkv_rope_mma_supported(p))) continue;
+      if ((variant == 2 && c.batch > kQkvBulkMaxBatch) ||
+          (variant == 3 && !qkv_rope_mma_supported(p)))
+        continue;
       const double ms = testing::time_ms([&] { (void)launch_qkv_rope(p, 0); }, 50);
       testing::print_bench_line(std::string(qkv_rope_variant(p)) + " " + c.name,
                                 2.0 * b.nw + 4.0 * c.batch * c.hidden, ms, ceil);

@@ -117,11 +117,11 @@ void check_case(const QkvRopeCase& c, bool fused, int variant, std::mt19937_64& 
   }
 }
 
-// Variant 1 (warp GEMV) for every case, 2 (bulk) for batches of 1-2 rows, 3 (mma) for batches
+// Variant 1 (warp GEMV) for every case, 2 (bulk) for batches of 1..4 rows, 3 (mma) for batches
 // of 2..8 rows with hidden % 32 == 0.
 std::vector<int> variants_for(const QkvRopeCase& c) {
   std::vector<int> v{1};
-  if (c.batch <= 2) v.push_back(2);
+  if (c.batch <= kQkvBulkMaxBatch) v.push_back(2);
   if (c.batch >= 2 && c.batch <= 8 && c.hidden % 32 == 0) v.push_back(3);
   return v;
 }
@@ -233,7 +233,7 @@ struct QkvTestBufs {
 // Fused RMSNorm (+PDL) against rmsnorm + qkv_rope: the fused kernels apply 1/rms to the dot
 // products (dot(w, x * g) * inv instead of dot(w, (x * inv) * g)), so q is within 1e-6 of the
 // unfused result and a cache value may differ from it only where the rounding to bf16 flips (one
-// ulp); at batch 1 and 2 the bulk kernel (fused) must be bit-identical to the fused warp kernel.
+// ulp); at batch 1..4 the bulk kernel (fused) must be bit-identical to the fused warp kernel.
 TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
@@ -266,7 +266,7 @@ TEST(QkvRope, FusedNormMatchesUnfusedPath) {
     ASSERT_TRUE(launch_qkv_rope(p, 0).ok()) << c.name;
     testing::sync_or_die(std::string("qkv_rope fused ") + c.name);
     expect_close_outputs(c.name, t.q[0], t.k[0], t.v[0], t.q[1], t.k[1], t.v[1]);
-    if (c.batch > 2) continue;
+    if (c.batch > kQkvBulkMaxBatch) continue;
     p.variant = 2;  // the bulk kernel, fused norm + PDL, against the fused warp kernel
     t.out(0, &p);
     t.q[0].poison();
@@ -376,15 +376,15 @@ TEST(QkvRope, RejectsBadParams) {
   EXPECT_TRUE(p.validate().ok()) << p.validate().ToString();
   p.variant = 4;
   EXPECT_NE(p.validate().message().find("variant 4 does not exist"), std::string::npos);
-  // Auto: the bulk kernel for 1..2 rows on sm_90 (-1 below), the mma kernel for 3..8 rows when
-  // hidden % 32 == 0, else the warp kernel.
+  // Auto: the bulk kernel for 1..4 rows on sm_90, else the mma kernel for 3..8 rows when
+  // hidden % 32 == 0, else the warp kernel. {batch, hidden, variant with bulk, without}
   p.variant = 0;
-  const int want[][3] = {{1, 2880, -1}, {2, 2880, -1}, {3, 2880, 3},
-                         {8, 2880, 3},  {9, 2880, 1},  {4, 2888, 1}};
+  const int want[][4] = {{1, 2880, 2, 1}, {2, 2880, 2, 1}, {3, 2880, 2, 3}, {4, 2888, 2, 1},
+                         {5, 2880, 3, 3}, {8, 2880, 3, 3}, {9, 2880, 1, 1}, {6, 2888, 1, 1}};
   for (const auto& c : want) {
     p.batch = c[0];
     p.hidden = c[1];
-    const int v = c[2] >= 0 ? c[2] : qkv_rope_bulk_supported(p) ? 2 : 1;
+    const int v = qkv_rope_bulk_supported(p) ? c[2] : c[3];
     EXPECT_EQ(qkv_rope_resolved_variant(p), v) << "batch " << c[0] << " hidden " << c[1];
   }
 }
