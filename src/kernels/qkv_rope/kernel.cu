@@ -70,8 +70,9 @@ Status launch_bt(const QkvRopeParams& p, cudaStream_t s) {
 int qkv_rope_resolved_variant(const QkvRopeParams& p) {
   if (p.variant != 0) return p.variant;
   if (qkv_rope_bulk_supported(p)) return 2;
-  // The mma kernel from 3 rows (as the O-projection's gemv_mma): engine tg32 on an H100, 120b,
-  // warp -> mma: b2 547 -> 530 t/s, b3 605 -> 610, b4 681 -> 702, b5 697 -> 739, b6 736 -> 786.
+  // Past the bulk kernel's rows (1..4), the mma kernel: engine tg32 on an H100, 120b, warp ->
+  // mma: b2 547 -> 530 t/s, b3 605 -> 610, b4 681 -> 702, b5 697 -> 739, b6 736 -> 786; bulk at
+  // b2..4 beat both (docs/perf-notes.md "Session 20").
   return p.batch >= 3 && qkv_rope_mma_supported(p) ? 3 : 1;
 }
 

@@ -56,8 +56,8 @@ Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t stream);
 bool qkv_rope_mma_supported(const QkvRopeParams& p);
 Status launch_qkv_rope_mma(const QkvRopeParams& p, cudaStream_t stream);
 
-// Variant 0 resolves to 2 where qkv_rope_bulk_supported, else 3 from 3 rows where
-// qkv_rope_mma_supported, else 1 (batch tile BT from `batch`).
+// Variant 0 resolves to 2 where qkv_rope_bulk_supported (1..4 rows), else 3 where
+// qkv_rope_mma_supported (from 3 rows: in effect 5..8), else 1 (batch tile BT from `batch`).
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t stream);
 int qkv_rope_resolved_variant(const QkvRopeParams& p);
 // Name of the kernel launch_qkv_rope runs (kernel-path report; only the shape fields matter).
