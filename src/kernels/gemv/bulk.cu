@@ -1,6 +1,6 @@
-// gemv_bulk_bf16w_f32a<BT>: the GEMV of 1 or 2 activation rows (y (+)= W x + bias, no argmax)
+// gemv_bulk_bf16w_f32a<BT>: the GEMV of BT = 1..4 activation rows (y (+)= W x + bias, no argmax)
 // with the weight rows streamed into shared memory by bulk copies (1-D TMA), as the MoE decode
-// kernels do. BT = 2 (decode batches of 2 sequences) reads each weight row once for both rows.
+// kernels do. Decode batches of 2..4 sequences read each weight row once for all their rows.
 //
 // Why: the warp GEMV of kernel.cu keeps only ~4 KB per warp in flight and its grid (one block per
 // 16 rows: 180 blocks for the O-projection on 132 SMs) is uneven across SMs. Here the grid is one

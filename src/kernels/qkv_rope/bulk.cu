@@ -1,6 +1,6 @@
 // qkv_rope_bulk_bf16w_f32a<NORM, BT>: the fused QKV projection (+RMSNorm) + RoPE + KV-cache write
-// of 1 or 2 rows (BT) with the weight rows streamed by bulk copies (1-D TMA) into a shared-memory
-// ring (each row read once for both batch rows), like
+// of BT = 1..4 rows with the weight rows streamed by bulk copies (1-D TMA) into a shared-memory
+// ring (each weight row read once for all batch rows), like
 // gemv_bulk_bf16w_f32a (gemv/bulk.cu; the reasons and measurements are there and in
 // docs/decode-overhead.md section 6).
 //
@@ -15,7 +15,7 @@
 // finishes pair t (epilogue.cuh), with the pair's bias, RoPE sin / cos and cache slot formed
 // before pdl_wait (session 10: they were ~1.3 us of dependent loads and fp64 range reduction
 // after the GEMV). Bit-identical to qkv_rope_bf16w_f32a<1, NORM>, which applies 1/rms the same
-// way with the same summation order (qkv_rope_test); each batch row of BT = 2 is bit-identical to
+// way with the same summation order (qkv_rope_test); each batch row of BT > 1 is bit-identical to
 // that row alone.
 #include <algorithm>
 
