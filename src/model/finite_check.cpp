@@ -1,10 +1,11 @@
 #include "model/finite_check.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <thread>
-#include <vector>
+
+#include "common/thread_pool.h"
 
 namespace gossamer {
 namespace {
@@ -63,50 +64,44 @@ int64_t scan_range(const uint8_t* p, int64_t begin, int64_t end, uint8_t mask) {
   return hit ? static_cast<const uint8_t*>(hit) - p : -1;
 }
 
-// scan_range over [0, n), split over up to 16 threads for tensors of more than 16M elements.
-// Each part reports its first hit; the smallest wins, so the result does not depend on timing.
+// scan_range over [0, n); with a pool, tensors of kParallelMin elements and more are split over
+// its threads. Each chunk finds its first hit and the smallest wins, so the result does not
+// depend on timing.
 template <typename U>
-int64_t scan(const void* data, int64_t n, U mask) {
+int64_t scan(const void* data, int64_t n, U mask, ThreadPool* pool) {
+  constexpr int64_t kParallelMin = int64_t{1} << 24;
   const U* p = static_cast<const U*>(data);
-  constexpr int64_t kPerThread = int64_t{1} << 24;
-  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t parts = std::clamp<int64_t>(n / kPerThread, 1, std::min<int64_t>(hw, 16));
-  if (parts == 1) return scan_range(p, 0, n, mask);
-  std::vector<int64_t> first(static_cast<size_t>(parts), -1);
-  std::vector<std::thread> threads;
-  const int64_t step = (n + parts - 1) / parts;
-  for (int64_t t = 0; t < parts; ++t) {
-    threads.emplace_back([&, t] {
-      first[static_cast<size_t>(t)] = scan_range(p, t * step, std::min(n, (t + 1) * step), mask);
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int64_t f : first) {
-    if (f >= 0) return f;
-  }
-  return -1;
+  if (pool == nullptr || pool->size() == 1 || n < kParallelMin) return scan_range(p, 0, n, mask);
+  std::atomic<int64_t> first{n};
+  pool->parallel_for(n, [&](int64_t begin, int64_t end) {
+    const int64_t f = scan_range(p, begin, end, mask);
+    int64_t cur = first.load();
+    while (f >= 0 && f < cur && !first.compare_exchange_weak(cur, f)) {
+    }
+  });
+  return first.load() < n ? first.load() : -1;
 }
 
 }  // namespace
 
-int64_t first_nonfinite(const TensorRef& t) {
+int64_t first_nonfinite(const TensorRef& t, ThreadPool* pool) {
   if (t.data == nullptr) return -1;
   const int64_t n = t.numel();
   switch (t.dtype) {
     case DType::kBF16:
-      return scan<uint16_t>(t.data, n, kBf16Exp);
+      return scan<uint16_t>(t.data, n, kBf16Exp, pool);
     case DType::kF16:
-      return scan<uint16_t>(t.data, n, kF16Exp);
+      return scan<uint16_t>(t.data, n, kF16Exp, pool);
     case DType::kF32:
-      return scan<uint32_t>(t.data, n, kF32Exp);
+      return scan<uint32_t>(t.data, n, kF32Exp, pool);
     default:
       return -1;
   }
 }
 
-int64_t first_nan_scale(const TensorRef& t) {
+int64_t first_nan_scale(const TensorRef& t, ThreadPool* pool) {
   if (t.data == nullptr || t.dtype != DType::kU8) return -1;
-  return scan<uint8_t>(t.data, t.numel(), 0xff);
+  return scan<uint8_t>(t.data, t.numel(), 0xff, pool);
 }
 
 std::string nonfinite_kind(const TensorRef& t, int64_t index) {
@@ -117,14 +112,14 @@ std::string nonfinite_kind(const TensorRef& t, int64_t index) {
 
 Status nonfinite_error(const std::string& name, const std::string& file, int64_t offset,
                        const TensorRef& t, int64_t index, const std::string& what) {
-  std::string shape;
+  std::string where;
   int64_t rest = index;
   for (size_t d = t.shape.size(); d-- > 0;) {  // multi-index of `index`, innermost last
     const int64_t extent = std::max<int64_t>(t.shape[d], 1);
-    shape = std::to_string(rest % extent) + (shape.empty() ? "" : ", ") + shape;
+    where = std::to_string(rest % extent) + (where.empty() ? "" : ", ") + where;
     rest /= extent;
   }
-  return Corrupt("tensor '" + name + "' in " + file + ": element [" + shape + "] (byte offset " +
+  return Corrupt("tensor '" + name + "' in " + file + ": element [" + where + "] (byte offset " +
                  std::to_string(offset + index * dtype_size(t.dtype)) + " of the file) is " + what);
 }
 

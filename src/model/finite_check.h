@@ -11,13 +11,15 @@
 
 namespace gossamer {
 
+class ThreadPool;  // common/thread_pool.h
+
 // Index of the first non-finite element of a float tensor (bf16 / f16 / f32), or -1 when every
-// element is finite or the dtype is not a float type. Large tensors are scanned by several
-// threads; the answer is the same first index either way.
-int64_t first_nonfinite(const TensorRef& t);
+// element is finite or the dtype is not a float type. With a pool, tensors of 16M elements and
+// more are split over its threads; the answer is the same first index either way.
+int64_t first_nonfinite(const TensorRef& t, ThreadPool* pool = nullptr);
 
 // Index of the first E8M0 scale byte 0xFF in a u8 tensor, or -1.
-int64_t first_nan_scale(const TensorRef& t);
+int64_t first_nan_scale(const TensorRef& t, ThreadPool* pool = nullptr);
 
 // The error for element `index` of tensor `name` (in `file`, data at byte `offset` of it).
 // `what` says what the element is ("NaN", "+inf", "E8M0 scale 0xFF (NaN)").

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "common/test_seed.h"
+#include "common/thread_pool.h"
 #include "model/config.h"
 #include "model/st_test_util.h"
 #include "model/synth.h"
+#include "model/synth_test_util.h"
 
 namespace gossamer {
 namespace {
@@ -76,16 +78,19 @@ TEST(FiniteCheck, FindsTheFirstNanOrInfOfEachFloatDtype) {
   EXPECT_EQ(first_nonfinite(view(i16, DType::kI16)), -1);
 }
 
-// 40M bf16 elements: scanned by several threads; the first hit wins whichever part finds it.
+// 40M bf16 elements: scanned by a pool's 4 threads (and by one); the first hit wins whichever
+// part finds it.
 TEST(FiniteCheck, LargeTensorsReportTheFirstHitAcrossThreads) {
   std::mt19937_64 rng(testing::fresh_seed("finite check large"));
+  ThreadPool pool(4);
   const size_t n = 40u << 20;
   std::vector<uint16_t> v(n, 0x3f80);  // 1.0
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16)), -1);
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), -1);
   const size_t late = n - 1 - rng() % (n / 4), early = rng() % (n / 2);
   v[late] = 0x7fc0;
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16)), static_cast<int64_t>(late));
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), static_cast<int64_t>(late));
   v[early] = 0xff80;
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), static_cast<int64_t>(early));
   EXPECT_EQ(first_nonfinite(view(v, DType::kBF16)), static_cast<int64_t>(early));
 }
 
@@ -142,12 +147,7 @@ TEST(FiniteCheck, LoaderNamesTensorElementAndByteOffset) {
   for (const Case& c : cases) {
     testing::TempDir dir;
     SynthOptions o;
-    o.config = preset_config("tiny").value();
-    o.config.vocab_size = 1000;
-    o.config.num_hidden_layers = 2;
-    o.config.layer_types = {LayerType::kSlidingAttention, LayerType::kFullAttention};
-    o.config.eos_token_ids = {999};
-    o.config.pad_token_id = 998;
+    o.config = synthtest::small_config(ExpertFormat::kMxfp4);
     o.seed = rng();
     o.out_dir = dir.str();
     ASSERT_TRUE(write_synth_checkpoint(o).ok());

@@ -90,6 +90,7 @@ class TempDir {
   }
   std::string str() const { return path_.string(); }
   std::string path(const std::string& name) const { return (path_ / name).string(); }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
 
  private:
   std::filesystem::path path_;

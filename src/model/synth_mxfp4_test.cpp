@@ -10,8 +10,10 @@
 #include <tuple>
 #include <vector>
 
+#include "common/test_seed.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/st_test_util.h"
 #include "model/synth.h"
 #include "model/synth_test_util.h"
 #include "model/weights.h"
@@ -19,11 +21,11 @@
 namespace gossamer {
 namespace {
 
-using synthtest::fresh_seed;
 using synthtest::small_config;
 using synthtest::synth_to;
-using synthtest::TempDir;
 using synthtest::tensor_bytes;
+using testing::fresh_seed;
+using testing::TempDir;
 
 // E2M1, written out independently of numerics.h: sign bit 3, magnitudes 0,.5,1,1.5,2,3,4,6.
 float e2m1_ref(unsigned code) {
@@ -50,7 +52,7 @@ float mxfp4_at(const TensorRef& blocks, const TensorRef& scales, int64_t rows, i
 
 TEST(Synth, Bf16LayoutIsExactDequantOfMxfp4) {
   TempDir dir;
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = fresh_seed("synth");
   const ModelConfig mx = small_config(ExpertFormat::kMxfp4);
   const ModelConfig bf = small_config(ExpertFormat::kBf16);
   ASSERT_TRUE(synth_to(dir / "mx", mx, seed, int64_t{1} << 30, 1 << 16, 2).ok());
@@ -92,7 +94,7 @@ TEST(Synth, Bf16LayoutIsExactDequantOfMxfp4) {
 TEST(Synth, NibbleOrderOfOneByteByHand) {
   // Block (expert 0, row 0, block 0): byte 0 holds W[0][0] (low nibble) and W[0][1] (high).
   TempDir dir;
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = fresh_seed("synth");
   ASSERT_TRUE(
       synth_to(dir / "mx", small_config(ExpertFormat::kMxfp4), seed, 1 << 30, 4096, 1).ok());
   ASSERT_TRUE(synth_to(dir / "bf", small_config(ExpertFormat::kBf16), seed, 1 << 30, 4096, 1).ok());

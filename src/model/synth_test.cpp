@@ -11,9 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "common/test_seed.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/safetensors_writer.h"
+#include "model/st_test_util.h"
 #include "model/synth_test_util.h"
 #include "model/weights.h"
 
@@ -21,11 +23,11 @@ namespace gossamer {
 namespace {
 
 namespace fs = std::filesystem;
-using synthtest::fresh_seed;
 using synthtest::small_config;
 using synthtest::synth_to;
-using synthtest::TempDir;
 using synthtest::tensor_bytes;
+using testing::fresh_seed;
+using testing::TempDir;
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -167,7 +169,7 @@ std::set<std::string> expected_names(const ModelConfig& c) {
 TEST(Synth, ShardedCheckpointReadsBack) {
   TempDir dir;
   const ModelConfig cfg = small_config(ExpertFormat::kMxfp4);
-  ASSERT_TRUE(synth_to(dir / "m", cfg, fresh_seed(), 200000, 4096, 2).ok());
+  ASSERT_TRUE(synth_to(dir / "m", cfg, fresh_seed("synth"), 200000, 4096, 2).ok());
   // Index: total_size and the weight map agree with the files the reader finds.
   const auto index = nlohmann::json::parse(read_file(dir / "m/model.safetensors.index.json"));
   const auto store = TensorStore::open_dir((dir / "m").string());
@@ -210,7 +212,7 @@ TEST(Synth, ShardedCheckpointReadsBack) {
 
 TEST(Synth, DeterministicAcrossShardsChunksThreads) {
   TempDir dir;
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = fresh_seed("synth");
   const ModelConfig cfg = small_config(ExpertFormat::kMxfp4);
   ASSERT_TRUE(synth_to(dir / "a", cfg, seed, int64_t{1} << 30, 8 << 20, 2).ok());
   ASSERT_TRUE(synth_to(dir / "b", cfg, seed, 150000, 999, 1).ok());  // odd chunk, many shards

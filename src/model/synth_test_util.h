@@ -1,11 +1,10 @@
-// Helpers shared by the synth tests (synth_test.cpp, synth_mxfp4_test.cpp): a scratch
-// directory, seeds, a small config, tensor bytes and a synth call with explicit sizes.
+// Helpers shared by the synth tests (synth_test.cpp, synth_mxfp4_test.cpp, finite_check_test.cpp):
+// a small config, tensor bytes and a synth call with explicit sizes. (Scratch directories:
+// testing::TempDir of st_test_util.h; seeds: common/test_seed.h.)
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "common/status.h"
@@ -14,32 +13,6 @@
 #include "model/synth.h"
 
 namespace gossamer::synthtest {
-
-// Per-test scratch directory, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ =
-        std::filesystem::temp_directory_path() / ("gossamer_synth_test_" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
-
- private:
-  std::filesystem::path path_;
-};
-
-inline uint64_t fresh_seed() {
-  std::random_device rd;
-  const uint64_t seed = (static_cast<uint64_t>(rd()) << 32) | rd();
-  std::printf("synth seed: %llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
 
 // Small but complete: real structure, small vocab so each write is ~1 MB.
 inline ModelConfig small_config(ExpertFormat fmt) {

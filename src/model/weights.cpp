@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "common/numerics.h"
+#include "common/thread_pool.h"
 #include "model/finite_check.h"
 #include "model/safetensors.h"
 
@@ -130,13 +131,18 @@ std::string dtypes_str(std::initializer_list<DType> ds) {
   return s;
 }
 
-// Looks tensors up in the store and checks dtype and shape.
+// What a tensor's values must satisfy (a NaN / inf float or a NaN E8M0 scale is a corrupt
+// checkpoint); MXFP4 blocks can hold no non-finite value.
+enum class Values { kAny, kFinite, kScales };
+
+// Looks tensors up in the store and checks dtype, shape and values (the large scans split over
+// `pool`).
 class Binder {
  public:
-  explicit Binder(const TensorStore& store) : store_(store) {}
+  Binder(const TensorStore& store, ThreadPool* pool) : store_(store), pool_(pool) {}
 
   Status bind(const std::string& name, std::initializer_list<DType> dtypes,
-              const std::vector<int64_t>& shape, TensorRef* out) const {
+              const std::vector<int64_t>& shape, Values values, TensorRef* out) const {
     const std::string expect = dtypes_str(dtypes) + " " + shape_str(shape);
     if (!store_.contains(name)) {
       return NotFound("tensor '" + name + "' (expected " + expect + ") not found in " +
@@ -156,7 +162,7 @@ class Binder {
                          "offset " + std::to_string(store_.offset_of(name)) + ", not aligned to " +
                          std::to_string(dtype_size(t.dtype)) + " bytes");
     }
-    GS_RETURN_IF_ERROR(check_values(name, t));
+    GS_RETURN_IF_ERROR(check_values(name, t, values));
     *out = std::move(t);
     return Status::Ok();
   }
@@ -164,24 +170,28 @@ class Binder {
   // save_pretrained of a float16 / float32 model). Consumers convert per row (cpu_ops) or
   // refuse non-BF16 with a message (the CUDA uploader).
   Status flt(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kBF16, DType::kF16, DType::kF32}, shape, out);
+    return bind(name, {DType::kBF16, DType::kF16, DType::kF32}, shape, Values::kFinite, out);
   }
-  Status u8(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kU8}, shape, out);
+  // MXFP4 blocks (any byte) and E8M0 scales (any byte but 0xFF).
+  Status blocks(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
+    return bind(name, {DType::kU8}, shape, Values::kAny, out);
+  }
+  Status scales(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
+    return bind(name, {DType::kU8}, shape, Values::kScales, out);
   }
   bool has(const std::string& name) const { return store_.contains(name); }
 
  private:
-  // A NaN / inf float or a NaN E8M0 scale (u8 tensors named *_scales) is a corrupt checkpoint.
-  Status check_values(const std::string& name, const TensorRef& t) const {
-    const bool scales = t.dtype == DType::kU8 && name.size() > 7 &&
-                        name.compare(name.size() - 7, 7, "_scales") == 0;
-    const int64_t i = scales ? first_nan_scale(t) : first_nonfinite(t);
+  Status check_values(const std::string& name, const TensorRef& t, Values values) const {
+    if (values == Values::kAny) return Status::Ok();
+    const bool scales = values == Values::kScales;
+    const int64_t i = scales ? first_nan_scale(t, pool_) : first_nonfinite(t, pool_);
     if (i < 0) return Status::Ok();
     return nonfinite_error(name, store_.file_of(name), store_.offset_of(name), t, i,
                            scales ? "the E8M0 scale 0xFF (NaN)" : nonfinite_kind(t, i));
   }
   const TensorStore& store_;
+  ThreadPool* pool_;
 };
 
 // Which expert layout layer 0 uses: the tensors present decide; when both layouts are present
@@ -205,8 +215,8 @@ Status bind_expert(const Binder& b, const std::string& base, ExpertFormat f, int
     return InvalidArgument("tensor '" + base + "_blocks': MXFP4 needs an input size divisible " +
                            "by 32, config gives " + std::to_string(cols));
   }
-  GS_RETURN_IF_ERROR(b.u8(base + "_blocks", {experts, rows, cols / 32, 16}, &m->blocks));
-  return b.u8(base + "_scales", {experts, rows, cols / 32}, &m->scales);
+  GS_RETURN_IF_ERROR(b.blocks(base + "_blocks", {experts, rows, cols / 32, 16}, &m->blocks));
+  return b.scales(base + "_scales", {experts, rows, cols / 32}, &m->scales);
 }
 
 Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& p,
@@ -274,7 +284,8 @@ Status check_extra_layers(const ModelConfig& c, const TensorStore& store) {
 
 Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& store) {
   GS_RETURN_IF_ERROR(cfg.validate());
-  const Binder b(store);
+  ThreadPool pool;  // the value scans of large tensors
+  const Binder b(store, &pool);
   ModelWeights w;
   const int64_t v = cfg.vocab_size, h = cfg.hidden_size;
   if (!store.contains("model.embed_tokens.weight") && store.contains("embedding.weight")) {
