@@ -2,7 +2,8 @@
 // split into three bf16 terms hi + lo + lo2 (24 bits of significand, as fp32), each multiplied
 // with the same bf16 weights, and the three products added in fp32. Used by the GEMVs whose
 // weights are the A operand and whose activations are B: gemv_mma_bf16w_f32a (kernels/gemv) and
-// qkv_rope_mma_bf16w_f32a (kernels/qkv_rope).
+// qkv_rope_mma_bf16w_f32a (kernels/qkv_rope), which also share the warp's K loop (mma_k_loop:
+// the weights of 4 steps in flight) and the fixed-order sum of the three terms (fold_splits).
 //
 // The K order inside an mma is free as long as A and B agree. Per 32 columns k0, lane (g, t) =
 // (lane / 4, lane % 4) holds 16 bytes of each of its weight rows (columns k0 + 8t .. 8t + 7);
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/device.cuh"   // ld_stream16
 #include "kernels/flash_attn/mma.cuh"  // mma_bf16, pack_bf16
 
 namespace gossamer::kern {
@@ -58,6 +60,38 @@ __device__ __forceinline__ void mma_step32(const uint4& wa, const uint4& wb,
     mma_bf16(d, a2, x[s][2], x[s][3]);
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[s][i] += d[i];
+  }
+}
+
+// The three terms' partials of accumulator element i, added in a fixed order.
+__device__ __forceinline__ float fold_splits(const float (&acc)[kMmaSplits][4], int i) {
+  return (acc[0][i] + acc[1][i]) + acc[2][i];
+}
+
+// The K loop of a warp that owns the 32-column steps part, part + kSplit, ... of `steps`: lane
+// row r's 16 bytes of a step at wr[r] + its column. The weights of kUnroll steps are requested
+// (in step, then row order) before the first of them is consumed, then the remainder one step
+// at a time; step(w, k) consumes one step's kR chunks (w[r] for row r) at column k.
+template <int kSplit, int kUnroll, int kR, class Step>
+__device__ __forceinline__ void mma_k_loop(const uint16_t* const (&wr)[kR], int part, int steps,
+                                           Step&& step) {
+  const int n_steps = (steps - part + kSplit - 1) / kSplit;
+  auto col = [&](int i) { return 32 * (part + kSplit * i); };
+  int i = 0;
+  for (; i + kUnroll <= n_steps; i += kUnroll) {
+    uint4 w[kUnroll][kR];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kR; ++r) w[u][r] = ld_stream16(wr[r] + col(i + u));
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) step(w[u], col(i + u));
+  }
+  for (; i < n_steps; ++i) {
+    uint4 w[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) w[r] = ld_stream16(wr[r] + col(i));
+    step(w, col(i));
   }
 }
 

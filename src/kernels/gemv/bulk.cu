@@ -64,6 +64,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
   const int nb = min(BT, p.batch);
+  // A plain loop on purpose: qkv_rope/bulk.cu's stage_rows (chunks in pairs, loads first), used
+  // here instead, measured slower (session 21, H100, tg64 in one call: 120b b2 603 -> 584 t/s,
+  // 20b b2 856 -> 828, b1 -0.3% / -1%); the schedule ptxas gives this loop is not understood.
   for (int k = threadIdx.x; k < nch; k += kConsumers * 32) {
 #pragma unroll
     for (int b = 0; b < BT; ++b) {

@@ -61,12 +61,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x, part = warp;
   const int b0 = blockIdx.y * kBT, nb = min(kBT, p.batch - b0);
-  const int r0 = tile * 16, steps = p.cols / 32;
-  // This warp's 32-column steps: part, part + kSplit, ... (the block's warps read adjacent
-  // 64-byte pieces of each row at a time: contiguous runs for the DRAM).
-  const int n_steps = (steps - part + kSplit - 1) / kSplit;
-  const uint16_t* wa_row = p.w + static_cast<size_t>(min(r0 + g, p.rows - 1)) * p.cols + 8 * t;
-  const uint16_t* wb_row = p.w + static_cast<size_t>(min(r0 + g + 8, p.rows - 1)) * p.cols + 8 * t;
+  const int r0 = tile * 16;
+  // Lane rows g and g + 8 of the tile (at column 8t of each step).
+  const uint16_t* const wr[2] = {
+      p.w + static_cast<size_t>(min(r0 + g, p.rows - 1)) * p.cols + 8 * t,
+      p.w + static_cast<size_t>(min(r0 + g + 8, p.rows - 1)) * p.cols + 8 * t};
   const float* xr[kNT];
 #pragma unroll
   for (int j = 0; j < kNT; ++j)
@@ -75,40 +74,27 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_bf16w_f32a(GemvParams p)
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
   float acc[kNT][kSplits][4] = {};
-  auto col = [&](int i) { return 32 * (part + kSplit * i); };
-  int i = 0;
-  for (; i + kUnroll <= n_steps; i += kUnroll) {
-    uint4 wa[kUnroll], wb[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      wa[u] = ld_stream16(wa_row + col(i + u));
-      wb[u] = ld_stream16(wb_row + col(i + u));
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) step32<kNT>(wa[u], wb[u], xr, col(i + u), acc);
-  }
-  for (; i < n_steps; ++i)
-    step32<kNT>(ld_stream16(wa_row + col(i)), ld_stream16(wb_row + col(i)), xr, col(i), acc);
-  float v[kNT][4];
+  // This warp's 32-column steps: part, part + kSplit, ... (the block's warps read adjacent
+  // 64-byte pieces of each row at a time: contiguous runs for the DRAM).
+  mma_k_loop<kSplit, kUnroll>(wr, part, p.cols / 32, [&](const uint4(&w)[2], int k) {
+    step32<kNT>(w[0], w[1], xr, k, acc);
+  });
 #pragma unroll
   for (int j = 0; j < kNT; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[j][i] = (acc[j][0][i] + acc[j][1][i]) + acc[j][2][i];
-      red[warp][lane][4 * j + i] = v[j][i];
-    }
+    for (int i = 0; i < 4; ++i) red[warp][lane][4 * j + i] = fold_splits(acc[j], i);
   __syncthreads();
   if (part == 0) {
 #pragma unroll
     for (int j = 0; j < kNT; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        v[j][i] = red[0][lane][4 * j + i];
+        float v = red[0][lane][4 * j + i];
 #pragma unroll
-        for (int w = 1; w < kSplit; ++w) v[j][i] += red[w][lane][4 * j + i];
+        for (int w = 1; w < kSplit; ++w) v += red[w][lane][4 * j + i];
         const int row = r0 + g + (i >= 2 ? 8 : 0), b = 8 * j + 2 * t + (i & 1);
         if (row < p.rows && b < nb)
-          gemv_epi::store(p, row, b0, b, v[j][i] + (p.bias ? p.bias[row] : 0.f), best);
+          gemv_epi::store(p, row, b0, b, v + (p.bias ? p.bias[row] : 0.f), best);
       }
   }
   gemv_epi::publish_argmax(p, b0, nb, best);

@@ -42,31 +42,47 @@ __device__ __forceinline__ size_t pair_row(int p0, int j) {
   return static_cast<size_t>(unit) * kHeadDim + i + 32 * (j & 1);
 }
 
-// Stages this thread's 8-float chunks k = threadIdx.x + 256 m of the BT rows of x (row b at
-// xs + 2 b nch as float4 halves; rows past nb repeat the last), times the gains g[m] when NORM,
-// and sums each row's squares into ss[b].
+// Stages this thread's 8-float chunks k = threadIdx.x + 256 m (m < G) of the BT rows of x (row b
+// at xs + 2 b nch as float4 halves; rows past nb repeat the last), times the gains g[m] when
+// NORM, and sums each row's squares into ss[b] (in increasing m). The chunks go in pairs
+// (m, m + 1) whose loads are all issued before the first is used: x is on the critical path
+// after pdl_wait, and a thread with two chunks (hidden 2880: threads 0..103) paid two L2 round
+// trips when each chunk's loads followed the previous chunk's stores (session 21, H100, tg64
+// A/B in one call: 120b 403.6 / 402.2 -> 405.0 / 404.7 t/s, 20b 565.4 / 564.3 -> 569.1 / 568.2).
 template <bool NORM, int BT, int G>
 __device__ __forceinline__ void stage_rows(const float* x, int nch, int nb, const uint4 (&g)[G],
                                            float4* xs, float (&ss)[BT]) {
 #pragma unroll
   for (int b = 0; b < BT; ++b) ss[b] = 0.f;
 #pragma unroll
-  for (int m = 0; m < G; ++m) {
-    const int k = threadIdx.x + m * kConsumers * 32;
-    if (k >= nch) continue;
+  for (int m0 = 0; m0 < G; m0 += 2) {
+    if (static_cast<int>(threadIdx.x) + m0 * kConsumers * 32 >= nch) break;
+    float4 v[2][BT][2];
+    auto each = [&](auto&& f) {  // f(d, b, k) for the pair's chunks k of this thread, rows b
 #pragma unroll
-    for (int b = 0; b < BT; ++b) {
+      for (int d = 0; d < 2; ++d) {
+        const int k = threadIdx.x + (m0 + d) * kConsumers * 32;
+        if (m0 + d >= G || k >= nch) continue;
+#pragma unroll
+        for (int b = 0; b < BT; ++b) f(d, b, k);
+      }
+    };
+    each([&](int d, int b, int k) {
       const float4* src =
           reinterpret_cast<const float4*>(x + static_cast<size_t>(min(b, nb - 1)) * 8 * nch) +
           2 * k;
-      float4 lo = __ldg(src), hi = __ldg(src + 1);
+      v[d][b][0] = __ldg(src);
+      v[d][b][1] = __ldg(src + 1);
+    });
+    each([&](int d, int b, int k) {
+      float4 lo = v[d][b][0], hi = v[d][b][1];
       if constexpr (NORM) {
         add_sum_sq8(ss[b], lo, hi);
-        scale8_bf16(lo, hi, 1.f, g[m]);  // x * g (x * 1 is exact)
+        scale8_bf16(lo, hi, 1.f, g[m0 + d]);  // x * g (x * 1 is exact)
       }
       xs[2 * b * nch + k] = lo;
       xs[(2 * b + 1) * nch + k] = hi;
-    }
+    });
   }
 }
 

@@ -46,15 +46,14 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_mma_bf16w_f32a(QkvRopePa
   __shared__ float res[kBatch][kRows];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int unit = blockIdx.x >> 1, half = blockIdx.x & 1, nb = min(kBatch, p.batch);
-  // Rows g and g + 8 of m-tile m: head rows 32 m + 16 half + g (+ 8).
-  const uint16_t* wr[kTiles][2];
+  // Lane row r = 2 m + h: row g + 8 h of m-tile m = head row 32 m + 16 half + g + 8 h.
+  const uint16_t* wr[2 * kTiles];
 #pragma unroll
-  for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      wr[m][h] =
-          p.w + (static_cast<size_t>(unit) * kHeadDim + 32 * m + 16 * half + g + 8 * h) * p.hidden +
-          8 * t;
+  for (int r = 0; r < 2 * kTiles; ++r)
+    wr[r] = p.w +
+            (static_cast<size_t>(unit) * kHeadDim + 32 * (r >> 1) + 16 * half + g + 8 * (r & 1)) *
+                p.hidden +
+            8 * t;
   const float* xb = p.x + static_cast<size_t>(min(g, nb - 1)) * p.hidden + 8 * t;
   const uint16_t* gain = NORM ? p.norm_w + 8 * t : nullptr;
   if (p.pdl) {  // weights: safe to prefetch into L2 before the wait (warp w: local rows 4w ..)
@@ -73,41 +72,18 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_mma_bf16w_f32a(QkvRopePa
   for (int b = 0; b < kBatch; ++b) inv[b] = 1.f;
   if constexpr (NORM) block_inv_rms_chunks<kBatch, kWarps>(p.x, p.hidden, nb, p.eps, inv);
   float acc[kTiles][kMmaSplits][4] = {};
-  const int steps = p.hidden / 32, n_steps = (steps - warp + kWarps - 1) / kWarps;
-  auto col = [&](int i) { return 32 * (warp + kWarps * i); };
-  auto step = [&](const uint4(&w)[kTiles][2], int k) {
+  mma_k_loop<kWarps, kUnroll>(wr, warp, p.hidden / 32, [&](const uint4(&w)[2 * kTiles], int k) {
     float4 xa, xc;
     load_x8<NORM>(xb, gain, k, xa, xc);
     uint32_t x[kMmaSplits][4];
     split_x8(xa, xc, x);
 #pragma unroll
-    for (int m = 0; m < kTiles; ++m) mma_step32(w[m][0], w[m][1], x, acc[m]);
-  };
-  int i = 0;
-  for (; i + kUnroll <= n_steps; i += kUnroll) {
-    uint4 w[kUnroll][kTiles][2];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) w[u][m][h] = ld_stream16(wr[m][h] + col(i + u));
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) step(w[u], col(i + u));
-  }
-  for (; i < n_steps; ++i) {
-    uint4 w[kTiles][2];
-#pragma unroll
-    for (int m = 0; m < kTiles; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) w[m][h] = ld_stream16(wr[m][h] + col(i));
-    step(w, col(i));
-  }
+    for (int m = 0; m < kTiles; ++m) mma_step32(w[2 * m], w[2 * m + 1], x, acc[m]);
+  });
 #pragma unroll
   for (int m = 0; m < kTiles; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      red[warp][4 * m + e][lane] = (acc[m][0][e] + acc[m][1][e]) + acc[m][2][e];
+    for (int e = 0; e < 4; ++e) red[warp][4 * m + e][lane] = fold_splits(acc[m], e);
   __syncthreads();
   {  // thread -> (local row lr, batch column b): D element e of lane (g, t) of m-tile lr / 16
     const int b = threadIdx.x & 7, lr = threadIdx.x >> 3, rr = lr & 15;
