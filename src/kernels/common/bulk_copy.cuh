@@ -21,6 +21,22 @@ inline Result<int> sm_count() {
   return sms;
 }
 
+// Dynamic shared memory at which a block takes more than half of a multiprocessor's shared
+// memory (the per-block reservation included), so that two blocks of the kernel never share an
+// SM. The streaming kernels sized for one block per SM (gemv_bulk, qkv_rope_bulk) request at
+// least this much: with fewer registers (qkv_rope_bulk at 88, gemv_bulk at 3 rows at 88) two of
+// their blocks could land on one SM while other SMs were still busy, and that SM then streamed
+// twice the rows. Session 21, H100, tg64 in one call: batch 1 120b 405.1 -> 409.9 t/s, 20b
+// 564.9 -> 572.2 (qkv_rope_bulk); batch 3 120b 629.7 -> 656.6, 20b 915.6 -> 957 (gemv_bulk).
+// About 113 KB on sm_90: the neighbouring kernels' blocks still fit beside one.
+inline Result<int> one_block_per_sm_smem() {
+  int dev = 0, per_sm = 0, reserved = 0;
+  GS_CUDA_RETURN(cudaGetDevice(&dev));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  GS_CUDA_RETURN(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  return per_sm / 2 - reserved + 128;
+}
+
 // True when the current device is sm_90 or newer (bulk copies, mbarrier transaction counts).
 inline bool device_is_sm90() {
   int dev = 0, major = 0;

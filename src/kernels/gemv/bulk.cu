@@ -64,6 +64,12 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
   pdl_wait();  // x (and y when accumulating) come from earlier kernels
   pdl_trigger();
   const int nb = min(BT, p.batch);
+  // This thread's first y rows (accumulate): loaded before x, so that both are in flight at once
+  // (one L2 round trip after the wait instead of two).
+  float y0[BT];
+#pragma unroll
+  for (int b = 0; b < BT; ++b)
+    y0[b] = p.accumulate && t < n && b < nb ? p.y[b * static_cast<size_t>(p.ldy) + r0 + t] : 0.f;
   // A plain loop on purpose: qkv_rope/bulk.cu's stage_rows (chunks in pairs, loads first), used
   // here instead, measured slower (session 21, H100, tg64 in one call: 120b b2 603 -> 584 t/s,
   // 20b b2 856 -> 828, b1 -0.3% / -1%); the schedule ptxas gives this loop is not understood.
@@ -79,8 +85,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
   }
   for (int j = t; j < n; j += kConsumers * 32) {
     if (p.accumulate)
-      for (int b = 0; b < nb; ++b)
-        y_s[b * L.max_rows + j] = p.y[b * static_cast<size_t>(p.ldy) + r0 + j];
+#pragma unroll
+      for (int b = 0; b < BT; ++b)
+        if (b < nb)
+          y_s[b * L.max_rows + j] = j == t ? y0[b] : p.y[b * static_cast<size_t>(p.ldy) + r0 + j];
     bias_s[j] = j == t ? b0 : p.bias ? p.bias[r0 + j] : 0.f;
   }
   bulk_copy::named_sync(kConsumerBar, kConsumers * 32);
@@ -116,7 +124,17 @@ bool gemv_bulk_supported(const GemvParams& p) {
          bulk_copy::device_is_sm90();
 }
 
-Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
+namespace {
+
+struct BulkLaunch {
+  void (*kernel)(GemvParams, Layout);
+  int grid, smem;
+  Layout L;
+};
+
+// The kernel, grid and shared memory of a launch (at least one_block_per_sm_smem: one block per
+// SM, whatever the registers allow).
+Result<BulkLaunch> prepare(const GemvParams& p) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!gemv_bulk_supported(p)) {
     return InvalidArgument("gemv_bulk: needs batch 1.." + std::to_string(kGemvBulkMaxBatch) +
@@ -124,15 +142,33 @@ Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
                            " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
-  const int grid = std::min(p.rows, sms);
-  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
+  GS_ASSIGN_OR_RETURN(const int exclusive, bulk_copy::one_block_per_sm_smem());
+  BulkLaunch b{};
+  b.grid = std::min(p.rows, sms);
+  GS_ASSIGN_OR_RETURN(b.L, make_layout(p, b.grid, p.batch));
+  b.smem = std::max(b.L.smem, exclusive);
   static_assert(kGemvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
   void (*const kernels[])(GemvParams, Layout) = {gemv_bulk_bf16w_f32a<1>, gemv_bulk_bf16w_f32a<2>,
                                                  gemv_bulk_bf16w_f32a<3>, gemv_bulk_bf16w_f32a<4>};
-  auto* kernel = kernels[p.batch - 1];
-  GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.smem));
-  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", kernel, dim3(grid), dim3(kThreads),
-                    static_cast<size_t>(L.smem), s, p, L);
+  b.kernel = kernels[p.batch - 1];
+  GS_CUDA_RETURN(
+      cudaFuncSetAttribute(b.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, b.smem));
+  return b;
+}
+
+}  // namespace
+
+Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
+  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
+  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", b.kernel, dim3(b.grid), dim3(kThreads),
+                    static_cast<size_t>(b.smem), s, p, b.L);
+}
+
+Result<int> gemv_bulk_blocks_per_sm(const GemvParams& p) {
+  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
+  int n = 0;
+  GS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, b.kernel, kThreads, b.smem));
+  return n;
 }
 
 }  // namespace gossamer::kern

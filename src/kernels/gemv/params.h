@@ -40,6 +40,8 @@ inline constexpr int kGemvBulkMaxBatch = 4;
 inline constexpr int kGemvBulkRingBytes = 64 * 1024;
 bool gemv_bulk_supported(const GemvParams& p);
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t stream);
+// Blocks of gemv_bulk's kernel for p that fit on one SM (1: the launch keeps it to one; a test).
+Result<int> gemv_bulk_blocks_per_sm(const GemvParams& p);
 // gemv_mma_bf16w_f32a (mma.cu): batch >= 2 (tiles of 8, 16, 32 rows), cols % 32 == 0. Preferred
 // (auto) from batch 3: at batch 2 the warp GEMV streams the lm_head faster (408 vs 444 us, H100).
 // Tiles of 16 / 32 rows re-split x in every warp and turn compute-bound (lm_head b16 719 us, b32

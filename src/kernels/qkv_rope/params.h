@@ -51,6 +51,8 @@ inline constexpr int kQkvBulkMaxBatch = 4;
 inline constexpr int kQkvBulkRingBytes = 48 * 1024;  // H100: docs/decode-overhead.md section 6
 bool qkv_rope_bulk_supported(const QkvRopeParams& p);
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t stream);
+// Blocks of qkv_rope_bulk's kernel for p that fit on one SM (1: the launch keeps it to one).
+Result<int> qkv_rope_bulk_blocks_per_sm(const QkvRopeParams& p);
 
 // qkv_rope_mma_bf16w_f32a (mma.cu): batch 2..8, hidden % 32 == 0, tensor cores.
 bool qkv_rope_mma_supported(const QkvRopeParams& p);
