@@ -120,8 +120,14 @@ Result<Layout> make_layout(const GemvParams& p, int grid, int bt) {
 }  // namespace
 
 bool gemv_bulk_supported(const GemvParams& p) {
-  return p.batch >= 1 && p.batch <= kGemvBulkMaxBatch && !p.argmax && p.cols <= kGemvBulkMaxCols &&
-         bulk_copy::device_is_sm90();
+  if (p.batch < 1 || p.batch > kGemvBulkMaxBatch || p.argmax || p.cols > kGemvBulkMaxCols ||
+      p.rows < 1 || !bulk_copy::device_is_sm90()) {
+    return false;
+  }
+  // x of every row and two weight rows must fit in shared memory (not so for 16384 columns at
+  // 3..4 rows): otherwise the auto variant must not pick this kernel.
+  const auto sms = bulk_copy::sm_count();
+  return sms.ok() && make_layout(p, std::min(p.rows, *sms), p.batch).ok();
 }
 
 namespace {

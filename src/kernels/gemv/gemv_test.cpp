@@ -129,15 +129,25 @@ TEST(Gemv, RejectsBadParams) {
 TEST(Gemv, BulkKeepsOneBlockPerSm) {
   alignas(16) uint16_t w[16] = {};
   alignas(16) float x[16] = {}, y[16] = {};
+  if (!gemv_bulk_supported(GemvParams{w, nullptr, x, y, 16, 16, 1, 16, false, nullptr})) {
+    GTEST_SKIP() << "needs an sm_90 GPU";
+  }
   for (const int rows : {2880, 5120, 201088})
-    for (const int cols : {2880, 4096, 16384})
+    for (const int cols : {2880, 4096, 8192})
       for (int batch = 1; batch <= kGemvBulkMaxBatch; ++batch) {
         GemvParams p{w, nullptr, x, y, rows, cols, batch, rows, true, nullptr};
-        if (!gemv_bulk_supported(p)) GTEST_SKIP() << "needs an sm_90 GPU";
+        ASSERT_TRUE(gemv_bulk_supported(p)) << rows << "x" << cols << " batch " << batch;
         const auto n = gemv_bulk_blocks_per_sm(p);
         ASSERT_TRUE(n.ok()) << n.status().ToString();
         EXPECT_EQ(*n, 1) << rows << "x" << cols << " batch " << batch;
       }
+  // 16384 columns of x at 3 rows (192 KB) leave no room for two weight rows (64 KB): not
+  // supported, so that the auto variant takes another kernel instead of failing at launch.
+  GemvParams p{w, nullptr, x, y, 2880, 16384, 2, 2880, false, nullptr};
+  EXPECT_TRUE(gemv_bulk_supported(p));
+  p.batch = 3;
+  EXPECT_FALSE(gemv_bulk_supported(p));
+  EXPECT_NE(gemv_resolved_variant(p), 2);
 }
 
 // The persistent-chain probe (chain_probe.h) on small odd shapes: its final activations equal

@@ -32,7 +32,7 @@ struct GemvParams {
 };
 
 // gemv_bulk_bf16w_f32a (bulk.cu): batch 1..kGemvBulkMaxBatch, no argmax (so y is written), cols
-// <= kGemvBulkMaxCols, sm_90.
+// <= kGemvBulkMaxCols, x and two weight rows within shared memory, sm_90.
 inline constexpr int kGemvBulkMaxCols = 16384;
 inline constexpr int kGemvBulkMaxBatch = 4;
 // Default ring: small enough that the next kernel's blocks (and the previous one's) fit on the

@@ -374,13 +374,16 @@ TEST(QkvRope, BulkKeepsOneBlockPerSm) {
   p.k_cache = p.v_cache = w;
   p.pos = p.block_table = table;
   p.max_blocks = p.num_blocks = 1;
+  p.hidden = p.n_heads = p.n_kv_heads = 8;
+  p.batch = 1;
+  if (!qkv_rope_bulk_supported(p)) GTEST_SKIP() << "needs an sm_90 GPU";
   const int shapes[][3] = {{2880, 64, 8}, {2880, 8, 1}, {8192, 64, 8}, {512, 4, 2}};
   for (const auto& sh : shapes)
     for (const bool norm : {false, true})
       for (int batch = 1; batch <= kQkvBulkMaxBatch; ++batch) {
         p.hidden = sh[0], p.n_heads = sh[1], p.n_kv_heads = sh[2], p.batch = batch;
         p.norm_w = norm ? w : nullptr;
-        if (!qkv_rope_bulk_supported(p)) GTEST_SKIP() << "needs an sm_90 GPU";
+        ASSERT_TRUE(qkv_rope_bulk_supported(p)) << "hidden " << sh[0] << " batch " << batch;
         const auto n = qkv_rope_bulk_blocks_per_sm(p);
         ASSERT_TRUE(n.ok()) << n.status().ToString();
         EXPECT_EQ(*n, 1) << "hidden " << sh[0] << " heads " << sh[1] << " norm " << norm
