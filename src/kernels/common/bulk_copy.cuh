@@ -37,6 +37,30 @@ inline Result<int> one_block_per_sm_smem() {
   return per_sm / 2 - reserved + 128;
 }
 
+// The launch of a kernel sized for one block per SM: its dynamic shared memory is at least
+// one_block_per_sm_smem() (set as the kernel's limit here).
+template <class Kernel>
+struct OneBlockLaunch {
+  Kernel kernel;
+  int grid, smem;
+};
+
+template <class Kernel>
+inline Result<OneBlockLaunch<Kernel>> one_block_launch(Kernel kernel, int grid, int layout_smem) {
+  GS_ASSIGN_OR_RETURN(const int exclusive, one_block_per_sm_smem());
+  const OneBlockLaunch<Kernel> l{kernel, grid, layout_smem > exclusive ? layout_smem : exclusive};
+  GS_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, l.smem));
+  return l;
+}
+
+// Blocks of l's kernel with `threads` threads that fit on one SM (tests: 1).
+template <class Kernel>
+inline Result<int> blocks_per_sm(const OneBlockLaunch<Kernel>& l, int threads) {
+  int n = 0;
+  GS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, l.kernel, threads, l.smem));
+  return n;
+}
+
 // True when the current device is sm_90 or newer (bulk copies, mbarrier transaction counts).
 inline bool device_is_sm90() {
   int dev = 0, major = 0;

@@ -39,7 +39,7 @@ __device__ __forceinline__ void ring_init(const Ring& r) {
 // an L2::evict_first policy: the weights are read once per step, so they should not push out
 // what is read again (activations, KV rows, code). Session 15, H100, with the MoE kernels' copies
 // hinted too: tg128 120b 398.5 / 397.9 -> 401.3 / 400.7 t/s, 20b 558.3 -> 563.1, and a tg128
-// after a pp4 test no longer slower than a cold one (396.4 -> 401.3; docs/decode-budget.md).
+// after a pp4 test no longer slower than a cold one (396.4 -> 401.3; docs/decode-budget-later.md).
 template <class RowPtr>
 __device__ __forceinline__ void ring_produce(const Ring& r, int n, RowPtr row_ptr) {
   const uint64_t policy = bulk_copy::evict_first_policy();

@@ -132,15 +132,14 @@ bool gemv_bulk_supported(const GemvParams& p) {
 
 namespace {
 
-struct BulkLaunch {
-  void (*kernel)(GemvParams, Layout);
-  int grid, smem;
+struct Prepared {
   Layout L;
+  bulk_copy::OneBlockLaunch<void (*)(GemvParams, Layout)> k;
 };
 
 // The kernel, grid and shared memory of a launch (at least one_block_per_sm_smem: one block per
 // SM, whatever the registers allow).
-Result<BulkLaunch> prepare(const GemvParams& p) {
+Result<Prepared> prepare(const GemvParams& p) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!gemv_bulk_supported(p)) {
     return InvalidArgument("gemv_bulk: needs batch 1.." + std::to_string(kGemvBulkMaxBatch) +
@@ -148,33 +147,27 @@ Result<BulkLaunch> prepare(const GemvParams& p) {
                            " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
-  GS_ASSIGN_OR_RETURN(const int exclusive, bulk_copy::one_block_per_sm_smem());
-  BulkLaunch b{};
-  b.grid = std::min(p.rows, sms);
-  GS_ASSIGN_OR_RETURN(b.L, make_layout(p, b.grid, p.batch));
-  b.smem = std::max(b.L.smem, exclusive);
+  const int grid = std::min(p.rows, sms);
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
   static_assert(kGemvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
   void (*const kernels[])(GemvParams, Layout) = {gemv_bulk_bf16w_f32a<1>, gemv_bulk_bf16w_f32a<2>,
                                                  gemv_bulk_bf16w_f32a<3>, gemv_bulk_bf16w_f32a<4>};
-  b.kernel = kernels[p.batch - 1];
-  GS_CUDA_RETURN(
-      cudaFuncSetAttribute(b.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, b.smem));
-  return b;
+  GS_ASSIGN_OR_RETURN(const auto k,
+                      bulk_copy::one_block_launch(kernels[p.batch - 1], grid, L.smem));
+  return Prepared{L, k};
 }
 
 }  // namespace
 
 Status launch_gemv_bulk(const GemvParams& p, cudaStream_t s) {
-  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
-  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", b.kernel, dim3(b.grid), dim3(kThreads),
-                    static_cast<size_t>(b.smem), s, p, b.L);
+  GS_ASSIGN_OR_RETURN(const Prepared b, prepare(p));
+  return launch_pdl(p.pdl, "gemv_bulk_bf16w_f32a", b.k.kernel, dim3(b.k.grid), dim3(kThreads),
+                    static_cast<size_t>(b.k.smem), s, p, b.L);
 }
 
 Result<int> gemv_bulk_blocks_per_sm(const GemvParams& p) {
-  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
-  int n = 0;
-  GS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, b.kernel, kThreads, b.smem));
-  return n;
+  GS_ASSIGN_OR_RETURN(const Prepared b, prepare(p));
+  return bulk_copy::blocks_per_sm(b.k, kThreads);
 }
 
 }  // namespace gossamer::kern

@@ -1,6 +1,6 @@
 // Pipelined MoE MXFP4 down GEMV (params.pipe 2: the fallback of the streaming down kernel where
-// pipe 6 does not apply, e.g. batch > 64 or before sm_90; docs/perf-notes.md). Same contract as
-// kernel.cu's down kernel; differences:
+// pipe 6 does not apply, e.g. batch > 64 or before sm_90; docs/perf-notes-early.md). Same contract
+// as kernel.cu's down kernel; differences:
 //  - a persistent-style grid sized from the occupancy API so that every block is resident in ONE
 //    wave, and each of the kWarps warps loops over its tasks;
 //  - a task = 4 consecutive weight rows of one expert (4 * nb 16-byte MX blocks and 4 * nb scale

@@ -184,15 +184,14 @@ bool qkv_rope_bulk_supported(const QkvRopeParams& p) {
 
 namespace {
 
-struct BulkLaunch {
-  void (*kernel)(QkvRopeParams, Layout);
-  int grid, smem;
+struct Prepared {
   Layout L;
+  bulk_copy::OneBlockLaunch<void (*)(QkvRopeParams, Layout)> k;
 };
 
-// The kernel, grid and shared memory of a launch (at least one_block_per_sm_smem: with 76..122
+// The kernel, grid and shared memory of a launch (at least one_block_per_sm_smem: with 76..151
 // registers two blocks would otherwise fit on one SM).
-Result<BulkLaunch> prepare(const QkvRopeParams& p) {
+Result<Prepared> prepare(const QkvRopeParams& p) {
   GS_RETURN_IF_ERROR(p.validate());
   if (!qkv_rope_bulk_supported(p)) {
     return InvalidArgument("qkv_rope_bulk: needs batch 1.." + std::to_string(kQkvBulkMaxBatch) +
@@ -200,36 +199,30 @@ Result<BulkLaunch> prepare(const QkvRopeParams& p) {
                            " and an sm_90 GPU");
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
-  GS_ASSIGN_OR_RETURN(const int exclusive, bulk_copy::one_block_per_sm_smem());
-  BulkLaunch b{};
-  b.grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
-  GS_ASSIGN_OR_RETURN(b.L, make_layout(p, b.grid, p.batch));
-  b.smem = std::max(b.L.smem, exclusive);
+  const int grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
   static_assert(kQkvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
   void (*const kernels[][2])(QkvRopeParams, Layout) = {
       {qkv_rope_bulk_bf16w_f32a<false, 1>, qkv_rope_bulk_bf16w_f32a<true, 1>},
       {qkv_rope_bulk_bf16w_f32a<false, 2>, qkv_rope_bulk_bf16w_f32a<true, 2>},
       {qkv_rope_bulk_bf16w_f32a<false, 3>, qkv_rope_bulk_bf16w_f32a<true, 3>},
       {qkv_rope_bulk_bf16w_f32a<false, 4>, qkv_rope_bulk_bf16w_f32a<true, 4>}};
-  b.kernel = kernels[p.batch - 1][p.norm_w != nullptr];
-  GS_CUDA_RETURN(
-      cudaFuncSetAttribute(b.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, b.smem));
-  return b;
+  GS_ASSIGN_OR_RETURN(const auto k, bulk_copy::one_block_launch(
+                                        kernels[p.batch - 1][p.norm_w != nullptr], grid, L.smem));
+  return Prepared{L, k};
 }
 
 }  // namespace
 
 Status launch_qkv_rope_bulk(const QkvRopeParams& p, cudaStream_t s) {
-  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
-  return launch_pdl(p.pdl, "qkv_rope_bulk_bf16w_f32a", b.kernel, dim3(b.grid), dim3(kThreads),
-                    static_cast<size_t>(b.smem), s, p, b.L);
+  GS_ASSIGN_OR_RETURN(const Prepared b, prepare(p));
+  return launch_pdl(p.pdl, "qkv_rope_bulk_bf16w_f32a", b.k.kernel, dim3(b.k.grid), dim3(kThreads),
+                    static_cast<size_t>(b.k.smem), s, p, b.L);
 }
 
 Result<int> qkv_rope_bulk_blocks_per_sm(const QkvRopeParams& p) {
-  GS_ASSIGN_OR_RETURN(const BulkLaunch b, prepare(p));
-  int n = 0;
-  GS_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, b.kernel, kThreads, b.smem));
-  return n;
+  GS_ASSIGN_OR_RETURN(const Prepared b, prepare(p));
+  return bulk_copy::blocks_per_sm(b.k, kThreads);
 }
 
 }  // namespace gossamer::kern
