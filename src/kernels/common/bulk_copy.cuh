@@ -26,8 +26,9 @@ inline Result<int> sm_count() {
 // SM. The streaming kernels sized for one block per SM (gemv_bulk, qkv_rope_bulk) request at
 // least this much: with fewer registers (qkv_rope_bulk at 88, gemv_bulk at 3 rows at 88) two of
 // their blocks could land on one SM while other SMs were still busy, and that SM then streamed
-// twice the rows. Session 21, H100, tg64 in one call: batch 1 120b 405.1 -> 409.9 t/s, 20b
-// 564.9 -> 572.2 (qkv_rope_bulk); batch 3 120b 629.7 -> 656.6, 20b 915.6 -> 957 (gemv_bulk).
+// twice the rows. Session 21, H100, in one call: tg128 at batch 1 120b 404.8 / 404.3 -> 409.9 /
+// 410.2 t/s, 20b 566.7 / 566.3 -> 574.1 / 573.8 (qkv_rope_bulk); tg64 at batch 3 120b 631.8 /
+// 631.2 -> 659.2 / 658.9, 20b 920.7 / 916.7 -> 962.3 / 958.1 (gemv_bulk).
 // About 113 KB on sm_90: the neighbouring kernels' blocks still fit beside one.
 inline Result<int> one_block_per_sm_smem() {
   int dev = 0, per_sm = 0, reserved = 0;

@@ -117,15 +117,18 @@ Result<Layout> make_layout(const GemvParams& p, int grid, int bt) {
   return L;
 }
 
+// The batch, columns and device, before the shared-memory layout is looked at.
+bool shape_supported(const GemvParams& p) {
+  return p.batch >= 1 && p.batch <= kGemvBulkMaxBatch && !p.argmax && p.cols <= kGemvBulkMaxCols &&
+         p.rows >= 1 && bulk_copy::device_is_sm90();
+}
+
 }  // namespace
 
 bool gemv_bulk_supported(const GemvParams& p) {
-  if (p.batch < 1 || p.batch > kGemvBulkMaxBatch || p.argmax || p.cols > kGemvBulkMaxCols ||
-      p.rows < 1 || !bulk_copy::device_is_sm90()) {
-    return false;
-  }
-  // x of every row and two weight rows must fit in shared memory (not so for 16384 columns at
-  // 3..4 rows): otherwise the auto variant must not pick this kernel.
+  // x of every row and two weight rows must also fit in shared memory (not so for 16384 columns
+  // at 3..4 rows): otherwise the auto variant must not pick this kernel.
+  if (!shape_supported(p)) return false;
   const auto sms = bulk_copy::sm_count();
   return sms.ok() && make_layout(p, std::min(p.rows, *sms), p.batch).ok();
 }
@@ -141,7 +144,7 @@ struct Prepared {
 // SM, whatever the registers allow).
 Result<Prepared> prepare(const GemvParams& p) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (!gemv_bulk_supported(p)) {
+  if (!shape_supported(p)) {  // the layout below says why it does not fit, where it does not
     return InvalidArgument("gemv_bulk: needs batch 1.." + std::to_string(kGemvBulkMaxBatch) +
                            ", no argmax, cols <= " + std::to_string(kGemvBulkMaxCols) +
                            " and an sm_90 GPU");
