@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/mapped_read.h"
 #include "common/thread_pool.h"
 
 namespace gossamer {
@@ -66,26 +67,41 @@ int64_t scan_range(const uint8_t* p, int64_t begin, int64_t end, uint8_t mask) {
 
 // scan_range over [0, n); with a pool, tensors of kParallelMin elements and more are split over
 // its threads. Each chunk finds its first hit and the smallest wins, so the result does not
-// depend on timing.
+// depend on timing. Every chunk's reads are guarded (common/mapped_read.h): a chunk that faults
+// records the faulting byte, and the smallest fault wins the same way.
 template <typename U>
-int64_t scan(const void* data, int64_t n, U mask, ThreadPool* pool) {
+ValueScan scan(const void* data, int64_t n, U mask, ThreadPool* pool) {
   constexpr int64_t kParallelMin = int64_t{1} << 24;
   const U* p = static_cast<const U*>(data);
-  if (pool == nullptr || pool->size() == 1 || n < kParallelMin) return scan_range(p, 0, n, mask);
-  std::atomic<int64_t> first{n};
-  pool->parallel_for(n, [&](int64_t begin, int64_t end) {
-    const int64_t f = scan_range(p, begin, end, mask);
-    int64_t cur = first.load();
-    while (f >= 0 && f < cur && !first.compare_exchange_weak(cur, f)) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(U));
+  std::atomic<int64_t> first{n}, fault{bytes};
+  auto lower = [](std::atomic<int64_t>& a, int64_t v) {
+    int64_t cur = a.load();
+    while (v >= 0 && v < cur && !a.compare_exchange_weak(cur, v)) {
     }
-  });
-  return first.load() < n ? first.load() : -1;
+  };
+  auto chunk = [&](int64_t begin, int64_t end) {
+    int64_t f = -1;
+    const void* addr = nullptr;
+    if (guarded_mapped_read([&] { f = scan_range(p, begin, end, mask); }, &addr)) {
+      lower(first, f);
+    } else {
+      lower(fault, static_cast<const char*>(addr) - static_cast<const char*>(data));
+    }
+  };
+  if (pool == nullptr || pool->size() == 1 || n < kParallelMin) {
+    chunk(0, n);
+  } else {
+    pool->parallel_for(n, chunk);
+  }
+  if (fault.load() < bytes) return ValueScan{-1, fault.load()};
+  return ValueScan{first.load() < n ? first.load() : -1, -1};
 }
 
 }  // namespace
 
-int64_t first_nonfinite(const TensorRef& t, ThreadPool* pool) {
-  if (t.data == nullptr) return -1;
+ValueScan first_nonfinite(const TensorRef& t, ThreadPool* pool) {
+  if (t.data == nullptr) return {};
   const int64_t n = t.numel();
   switch (t.dtype) {
     case DType::kBF16:
@@ -95,12 +111,12 @@ int64_t first_nonfinite(const TensorRef& t, ThreadPool* pool) {
     case DType::kF32:
       return scan<uint32_t>(t.data, n, kF32Exp, pool);
     default:
-      return -1;
+      return {};
   }
 }
 
-int64_t first_nan_scale(const TensorRef& t, ThreadPool* pool) {
-  if (t.data == nullptr || t.dtype != DType::kU8) return -1;
+ValueScan first_nan_scale(const TensorRef& t, ThreadPool* pool) {
+  if (t.data == nullptr || t.dtype != DType::kU8) return {};
   return scan<uint8_t>(t.data, t.numel(), 0xff, pool);
 }
 

@@ -13,13 +13,21 @@ namespace gossamer {
 
 class ThreadPool;  // common/thread_pool.h
 
-// Index of the first non-finite element of a float tensor (bf16 / f16 / f32), or -1 when every
-// element is finite or the dtype is not a float type. With a pool, tensors of 16M elements and
-// more are split over its threads; the answer is the same first index either way.
-int64_t first_nonfinite(const TensorRef& t, ThreadPool* pool = nullptr);
+// What a value scan found: the index of the first bad element (-1: none), or, when reading the
+// tensor's (memory-mapped) data faulted because the file shrank after it was mapped, the byte of
+// the data that faulted (common/mapped_read.h); the scan stops there.
+struct ValueScan {
+  int64_t first = -1;
+  int64_t fault_byte = -1;
+};
 
-// Index of the first E8M0 scale byte 0xFF in a u8 tensor, or -1.
-int64_t first_nan_scale(const TensorRef& t, ThreadPool* pool = nullptr);
+// The first non-finite element of a float tensor (bf16 / f16 / f32); none when every element is
+// finite or the dtype is not a float type. With a pool, tensors of 16M elements and more are
+// split over its threads; the answer is the same first index either way.
+ValueScan first_nonfinite(const TensorRef& t, ThreadPool* pool = nullptr);
+
+// The first E8M0 scale byte 0xFF in a u8 tensor.
+ValueScan first_nan_scale(const TensorRef& t, ThreadPool* pool = nullptr);
 
 // The error for element `index` of tensor `name` (in `file`, data at byte `offset` of it).
 // `what` says what the element is ("NaN", "+inf", "E8M0 scale 0xFF (NaN)").

@@ -4,8 +4,11 @@
 #include "model/finite_check.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,6 +25,8 @@
 
 namespace gossamer {
 namespace {
+
+namespace fs = std::filesystem;
 
 // Random finite bit patterns of a float type whose exponent field is `exp_mask` (as a U word).
 template <typename U>
@@ -48,7 +53,7 @@ template <typename U>
 void check_dtype(std::mt19937_64& rng, const FloatCase& fc) {
   const U exp = static_cast<U>(fc.exp_mask);
   auto v = finite_words<U>(rng, 5000 + rng() % 5000, exp);
-  EXPECT_EQ(first_nonfinite(view(v, fc.dtype)), -1);
+  EXPECT_EQ(first_nonfinite(view(v, fc.dtype)).first, -1);
   // Three bad elements at random places: NaN (with a random payload), +inf, -inf.
   const U nan = static_cast<U>(exp | fc.mant_top | (rng() & (fc.mant_top - 1)));
   const U pinf = exp, ninf = static_cast<U>(exp | fc.sign);
@@ -60,7 +65,7 @@ void check_dtype(std::mt19937_64& rng, const FloatCase& fc) {
   size_t k = 0;
   for (size_t i : at) v[i] = bad[(first + k++) % 3];
   const auto i0 = static_cast<int64_t>(*at.begin());
-  EXPECT_EQ(first_nonfinite(view(v, fc.dtype)), i0) << dtype_name(fc.dtype);
+  EXPECT_EQ(first_nonfinite(view(v, fc.dtype)).first, i0) << dtype_name(fc.dtype);
   EXPECT_EQ(nonfinite_kind(view(v, fc.dtype), i0), kinds[first]) << dtype_name(fc.dtype);
 }
 
@@ -73,9 +78,9 @@ TEST(FiniteCheck, FindsTheFirstNanOrInfOfEachFloatDtype) {
   }
   // The largest finite values and the subnormals pass; integer tensors are not scanned.
   const std::vector<uint16_t> edge = {0x7f7f, 0xff7f, 0x0001, 0x8001, 0x0000, 0x8000};
-  EXPECT_EQ(first_nonfinite(view(edge, DType::kBF16)), -1);
+  EXPECT_EQ(first_nonfinite(view(edge, DType::kBF16)).first, -1);
   const std::vector<uint16_t> i16 = {0x7f80, 0xffff};
-  EXPECT_EQ(first_nonfinite(view(i16, DType::kI16)), -1);
+  EXPECT_EQ(first_nonfinite(view(i16, DType::kI16)).first, -1);
 }
 
 // 40M bf16 elements: scanned by a pool's 4 threads (and by one); the first hit wins whichever
@@ -85,23 +90,23 @@ TEST(FiniteCheck, LargeTensorsReportTheFirstHitAcrossThreads) {
   ThreadPool pool(4);
   const size_t n = 40u << 20;
   std::vector<uint16_t> v(n, 0x3f80);  // 1.0
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), -1);
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool).first, -1);
   const size_t late = n - 1 - rng() % (n / 4), early = rng() % (n / 2);
   v[late] = 0x7fc0;
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), static_cast<int64_t>(late));
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool).first, static_cast<int64_t>(late));
   v[early] = 0xff80;
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool), static_cast<int64_t>(early));
-  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16)), static_cast<int64_t>(early));
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16), &pool).first, static_cast<int64_t>(early));
+  EXPECT_EQ(first_nonfinite(view(v, DType::kBF16)).first, static_cast<int64_t>(early));
 }
 
 TEST(FiniteCheck, FindsTheFirstNanScaleByte) {
   std::mt19937_64 rng(testing::fresh_seed("finite check scales"));
   std::vector<uint8_t> s(7000);
   for (auto& b : s) b = static_cast<uint8_t>(rng() % 255);  // 0 .. 254
-  EXPECT_EQ(first_nan_scale(view(s, DType::kU8)), -1);
+  EXPECT_EQ(first_nan_scale(view(s, DType::kU8)).first, -1);
   const size_t a = rng() % s.size(), b = rng() % s.size();
   s[a] = s[b] = 0xff;
-  EXPECT_EQ(first_nan_scale(view(s, DType::kU8)), static_cast<int64_t>(std::min(a, b)));
+  EXPECT_EQ(first_nan_scale(view(s, DType::kU8)).first, static_cast<int64_t>(std::min(a, b)));
 }
 
 // Sets element `index` of `tensor` in DIR/model.safetensors to `bytes`; returns the file and the
@@ -165,6 +170,39 @@ TEST(FiniteCheck, LoaderNamesTensorElementAndByteOffset) {
                           {"'" + c.tensor + "'", p.file, "element [" + where + "]",
                            "byte offset " + std::to_string(p.offset), c.kind});
   }
+}
+
+// A checkpoint file that shrinks after it was mapped (truncated or rewritten while loading): the
+// value scan's read past the new end faults with SIGBUS, which becomes an I/O error naming the
+// tensor, the file and the byte offset instead of ending the process.
+TEST(FiniteCheck, FileTruncatedAfterMappingIsAnErrorNotACrash) {
+  testing::TempDir dir;
+  SynthOptions o;
+  o.config = synthtest::small_config(ExpertFormat::kMxfp4);
+  o.seed = testing::fresh_seed("finite check truncated");
+  o.out_dir = dir.str();
+  ASSERT_TRUE(write_synth_checkpoint(o).ok());
+  const auto cfg = load_config(dir.str());
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  auto store = TensorStore::open_dir(dir.str());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const std::string path = dir.str() + "/model.safetensors";
+  const int64_t page = sysconf(_SC_PAGESIZE), size = static_cast<int64_t>(fs::file_size(path));
+  ASSERT_GT(size, 4 * page);
+  const int64_t keep = (size / 2) / page * page;  // the tensors past this byte are gone
+  fs::resize_file(path, static_cast<uintmax_t>(keep));
+  const auto w = bind_weights(*cfg, **store);
+  ASSERT_FALSE(w.ok());
+  const std::string m = w.status().ToString();
+  std::printf("%s\n", m.c_str());
+  EXPECT_NE(m.find(path), std::string::npos) << m;
+  EXPECT_NE(m.find("faulted (SIGBUS)"), std::string::npos) << m;
+  // The fault is at or past the new end of the file, within the page that starts there.
+  const size_t at = m.find("byte offset ");
+  ASSERT_NE(at, std::string::npos) << m;
+  const int64_t off = std::stoll(m.substr(at + 12));
+  EXPECT_GE(off, keep) << m;
+  EXPECT_LT(off, size) << m;
 }
 
 }  // namespace

@@ -185,7 +185,14 @@ class Binder {
   Status check_values(const std::string& name, const TensorRef& t, Values values) const {
     if (values == Values::kAny) return Status::Ok();
     const bool scales = values == Values::kScales;
-    const int64_t i = scales ? first_nan_scale(t, pool_) : first_nonfinite(t, pool_);
+    const ValueScan r = scales ? first_nan_scale(t, pool_) : first_nonfinite(t, pool_);
+    if (r.fault_byte >= 0) {
+      return IoError("tensor '" + name + "' in " + store_.file_of(name) + ": reading byte offset " +
+                     std::to_string(store_.offset_of(name) + r.fault_byte) +
+                     " of the file faulted (SIGBUS): the file is shorter than when it was opened "
+                     "(truncated or rewritten while loading?)");
+    }
+    const int64_t i = r.first;
     if (i < 0) return Status::Ok();
     return nonfinite_error(name, store_.file_of(name), store_.offset_of(name), t, i,
                            scales ? "the E8M0 scale 0xFF (NaN)" : nonfinite_kind(t, i));

@@ -1,10 +1,12 @@
 #include "engine/cuda/uploader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "common/mapped_read.h"
 #include "kernels/common/cuda_check.h"
 
 namespace gossamer::cudarun {
@@ -48,12 +50,23 @@ Status Uploader::copy(void* dst, const void* src, size_t bytes, const std::strin
     const char* from = static_cast<const char*>(src) + off;
     constexpr size_t kPart = size_t{4} << 20;  // host copy split in 4 MiB parts over the pool
     const int64_t parts = static_cast<int64_t>((n + kPart - 1) / kPart);
+    std::atomic<bool> faulted{false};  // the mapped checkpoint shrank under the copy
     pool_.parallel_for(parts, [&](int64_t lo, int64_t hi) {
-      for (int64_t p = lo; p < hi; ++p) {
-        const size_t a = static_cast<size_t>(p) * kPart, len = std::min(kPart, n - a);
-        std::memcpy(stage + a, from + a, len);
-      }
+      const bool ok = guarded_mapped_read(
+          [&] {
+            for (int64_t p = lo; p < hi; ++p) {
+              const size_t a = static_cast<size_t>(p) * kPart, len = std::min(kPart, n - a);
+              std::memcpy(stage + a, from + a, len);
+            }
+          },
+          nullptr);
+      if (!ok) faulted = true;
     });
+    if (faulted) {
+      return IoError("cuda runner: upload of " + what +
+                     ": reading the checkpoint faulted (SIGBUS): the file is shorter than when it "
+                     "was opened (truncated or rewritten while loading?)");
+    }
     const cudaError_t e =
         cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, s_);
     if (e != cudaSuccess) {
@@ -73,7 +86,16 @@ Status Uploader::vec_f32(float* dst, const TensorRef& t, size_t n, const std::st
                            " elements, expected " + std::to_string(n));
   }
   std::vector<float> h(n);
-  for (size_t i = 0; i < n; ++i) h[i] = t.get(static_cast<int64_t>(i));
+  float* out = h.data();
+  if (!guarded_mapped_read(
+          [&] {
+            for (size_t i = 0; i < n; ++i) out[i] = t.get(static_cast<int64_t>(i));
+          },
+          nullptr)) {
+    return IoError("cuda runner: reading " + what +
+                   " faulted (SIGBUS): the checkpoint file is "
+                   "shorter than when it was opened (truncated or rewritten while loading?)");
+  }
   // h dies at return: copy() has already moved it into pinned staging.
   return copy(dst, h.data(), n * sizeof(float), what);
 }
