@@ -56,4 +56,10 @@ bool guarded_mapped_read(const std::function<void()>& read, const void** fault_a
   return true;
 }
 
+std::string mapped_read_fault(const std::string& what) {
+  return what +
+         " faulted (SIGBUS): the file is shorter than when it was opened (truncated or rewritten "
+         "while loading?)";
+}
+
 }  // namespace gossamer

@@ -11,10 +11,15 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 namespace gossamer {
 
 // Runs read(); false when it faulted with SIGBUS, the faulting address then in *fault_addr.
 bool guarded_mapped_read(const std::function<void()>& read, const void** fault_addr);
+
+// What the callers' errors say after `what` when a guarded read faulted: "<what> faulted
+// (SIGBUS): the file is shorter than when it was opened (truncated or rewritten while loading?)".
+std::string mapped_read_fault(const std::string& what);
 
 }  // namespace gossamer

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "common/mapped_read.h"
 #include "common/numerics.h"
 #include "common/thread_pool.h"
 #include "model/finite_check.h"
@@ -187,10 +188,10 @@ class Binder {
     const bool scales = values == Values::kScales;
     const ValueScan r = scales ? first_nan_scale(t, pool_) : first_nonfinite(t, pool_);
     if (r.fault_byte >= 0) {
-      return IoError("tensor '" + name + "' in " + store_.file_of(name) + ": reading byte offset " +
-                     std::to_string(store_.offset_of(name) + r.fault_byte) +
-                     " of the file faulted (SIGBUS): the file is shorter than when it was opened "
-                     "(truncated or rewritten while loading?)");
+      return IoError("tensor '" + name + "' in " + store_.file_of(name) + ": " +
+                     mapped_read_fault("reading byte offset " +
+                                       std::to_string(store_.offset_of(name) + r.fault_byte) +
+                                       " of the file"));
     }
     const int64_t i = r.first;
     if (i < 0) return Status::Ok();

@@ -63,9 +63,8 @@ Status Uploader::copy(void* dst, const void* src, size_t bytes, const std::strin
       if (!ok) faulted = true;
     });
     if (faulted) {
-      return IoError("cuda runner: upload of " + what +
-                     ": reading the checkpoint faulted (SIGBUS): the file is shorter than when it "
-                     "was opened (truncated or rewritten while loading?)");
+      return IoError("cuda runner: upload of " + what + ": " +
+                     mapped_read_fault("reading the checkpoint"));
     }
     const cudaError_t e =
         cudaMemcpyAsync(static_cast<char*>(dst) + off, stage, n, cudaMemcpyHostToDevice, s_);
@@ -92,9 +91,7 @@ Status Uploader::vec_f32(float* dst, const TensorRef& t, size_t n, const std::st
             for (size_t i = 0; i < n; ++i) out[i] = t.get(static_cast<int64_t>(i));
           },
           nullptr)) {
-    return IoError("cuda runner: reading " + what +
-                   " faulted (SIGBUS): the checkpoint file is "
-                   "shorter than when it was opened (truncated or rewritten while loading?)");
+    return IoError("cuda runner: " + mapped_read_fault("reading the checkpoint for " + what));
   }
   // h dies at return: copy() has already moved it into pinned staging.
   return copy(dst, h.data(), n * sizeof(float), what);

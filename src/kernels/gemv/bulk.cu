@@ -100,12 +100,12 @@ __global__ void __launch_bounds__(kThreads, 1) gemv_bulk_bf16w_f32a(GemvParams p
   });
 }
 
-Result<Layout> make_layout(const GemvParams& p, int grid, int bt) {
+Result<Layout> make_layout(const GemvParams& p, int grid) {
   Layout L{};
   L.row_bytes = 2 * p.cols;
-  const int x_bytes = 4 * p.cols * bt;
+  const int x_bytes = 4 * p.cols * p.batch;  // x of every row
   L.max_rows = (p.rows + grid - 1) / grid;
-  const int rows_bytes = 4 * (1 + bt) * L.max_rows;
+  const int rows_bytes = 4 * (1 + p.batch) * L.max_rows;
   GS_ASSIGN_OR_RETURN(
       L.slots, bulk_gemv::ring_slots("gemv_bulk", L.row_bytes, L.max_rows,
                                      p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kGemvBulkRingBytes,
@@ -130,7 +130,7 @@ bool gemv_bulk_supported(const GemvParams& p) {
   // at 3..4 rows): otherwise the auto variant must not pick this kernel.
   if (!shape_supported(p)) return false;
   const auto sms = bulk_copy::sm_count();
-  return sms.ok() && make_layout(p, std::min(p.rows, *sms), p.batch).ok();
+  return sms.ok() && make_layout(p, std::min(p.rows, *sms)).ok();
 }
 
 namespace {
@@ -151,7 +151,7 @@ Result<Prepared> prepare(const GemvParams& p) {
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min(p.rows, sms);
-  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
   static_assert(kGemvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
   void (*const kernels[])(GemvParams, Layout) = {gemv_bulk_bf16w_f32a<1>, gemv_bulk_bf16w_f32a<2>,
                                                  gemv_bulk_bf16w_f32a<3>, gemv_bulk_bf16w_f32a<4>};

@@ -67,8 +67,9 @@ int gemv_resolved_variant(const GemvParams& p) {
 }
 
 const char* gemv_variant(const GemvParams& p) {
-  if (gemv_resolved_variant(p) == 2) return "gemv_bulk_bf16w_f32a";
-  if (gemv_resolved_variant(p) == 3) return "gemv_mma_bf16w_f32a";
+  const int v = gemv_resolved_variant(p);  // once: the bulk check sizes a layout
+  if (v == 2) return "gemv_bulk_bf16w_f32a";
+  if (v == 3) return "gemv_mma_bf16w_f32a";
   return p.batch <= 1   ? "gemv_bf16w_f32a<BT=1>"
          : p.batch <= 2 ? "gemv_bf16w_f32a<BT=2>"
          : p.batch <= 4 ? "gemv_bf16w_f32a<BT=4>"
@@ -77,8 +78,9 @@ const char* gemv_variant(const GemvParams& p) {
 
 Status launch_gemv(const GemvParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (gemv_resolved_variant(p) == 2) return launch_gemv_bulk(p, s);
-  if (gemv_resolved_variant(p) == 3) return launch_gemv_mma(p, s);
+  const int v = gemv_resolved_variant(p);  // once: the bulk check sizes a layout
+  if (v == 2) return launch_gemv_bulk(p, s);
+  if (v == 3) return launch_gemv_mma(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 2) return launch_bt<2>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);

@@ -143,9 +143,11 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   float inv[BT];
 #pragma unroll
   for (int b = 0; b < BT; ++b) inv[b] = 1.f;
-  if constexpr (NORM) inv_from_red<BT, kConsumers>(ss_warp, p.hidden, p.eps, inv);
-    // The products are rounded before the epilogue adds the bias (__fmul_rn: never contracted into
-    // an FMA with it), as the warp kernel rounds them into shared memory: bit-identical with bias.
+  if constexpr (NORM) {
+    inv_from_red<BT, kConsumers>(ss_warp, p.hidden, p.eps, inv);
+  }
+  // The products are rounded before the epilogue adds the bias (__fmul_rn: never contracted into
+  // an FMA with it), as the warp kernel rounds them into shared memory: bit-identical with bias.
 #pragma unroll
   for (int b = 0; b < BT; ++b) {
     if (b >= nb) break;
@@ -158,12 +160,12 @@ __global__ void __launch_bounds__(kThreads, 1) qkv_rope_bulk_bf16w_f32a(QkvRopeP
   }
 }
 
-Result<Layout> make_layout(const QkvRopeParams& p, int grid, int bt) {
+Result<Layout> make_layout(const QkvRopeParams& p, int grid) {
   Layout L{};
   L.row_bytes = 2 * p.hidden;
   const int npairs = (p.n_heads + 2 * p.n_kv_heads) * 32;
   L.max_pairs = (npairs + grid - 1) / grid;
-  const int x_bytes = 4 * p.hidden * bt, res_bytes = 8 * L.max_pairs * bt;
+  const int x_bytes = 4 * p.hidden * p.batch, res_bytes = 8 * L.max_pairs * p.batch;
   GS_ASSIGN_OR_RETURN(
       L.slots, bulk_gemv::ring_slots("qkv_rope_bulk", L.row_bytes, 2 * L.max_pairs,
                                      p.bulk_ring_bytes > 0 ? p.bulk_ring_bytes : kQkvBulkRingBytes,
@@ -200,7 +202,7 @@ Result<Prepared> prepare(const QkvRopeParams& p) {
   }
   GS_ASSIGN_OR_RETURN(const int sms, bulk_copy::sm_count());
   const int grid = std::min((p.n_heads + 2 * p.n_kv_heads) * 32, sms);
-  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid, p.batch));
+  GS_ASSIGN_OR_RETURN(const Layout L, make_layout(p, grid));
   static_assert(kQkvBulkMaxBatch <= 4, "instantiated for 1..4 rows");
   void (*const kernels[][2])(QkvRopeParams, Layout) = {
       {qkv_rope_bulk_bf16w_f32a<false, 1>, qkv_rope_bulk_bf16w_f32a<true, 1>},

@@ -77,8 +77,9 @@ int qkv_rope_resolved_variant(const QkvRopeParams& p) {
 }
 
 const char* qkv_rope_variant(const QkvRopeParams& p) {
-  if (qkv_rope_resolved_variant(p) == 2) return "qkv_rope_bulk_bf16w_f32a";
-  if (qkv_rope_resolved_variant(p) == 3) return "qkv_rope_mma_bf16w_f32a";
+  const int v = qkv_rope_resolved_variant(p);
+  if (v == 2) return "qkv_rope_bulk_bf16w_f32a";
+  if (v == 3) return "qkv_rope_mma_bf16w_f32a";
   return p.batch <= 1   ? "qkv_rope_bf16w_f32a<BT=1>"
          : p.batch <= 4 ? "qkv_rope_bf16w_f32a<BT=4>"
                         : "qkv_rope_bf16w_f32a<BT=8>";
@@ -86,8 +87,9 @@ const char* qkv_rope_variant(const QkvRopeParams& p) {
 
 Status launch_qkv_rope(const QkvRopeParams& p, cudaStream_t s) {
   GS_RETURN_IF_ERROR(p.validate());
-  if (qkv_rope_resolved_variant(p) == 2) return launch_qkv_rope_bulk(p, s);
-  if (qkv_rope_resolved_variant(p) == 3) return launch_qkv_rope_mma(p, s);
+  const int v = qkv_rope_resolved_variant(p);
+  if (v == 2) return launch_qkv_rope_bulk(p, s);
+  if (v == 3) return launch_qkv_rope_mma(p, s);
   if (p.batch <= 1) return launch_bt<1>(p, s);
   if (p.batch <= 4) return launch_bt<4>(p, s);
   return launch_bt<8>(p, s);
