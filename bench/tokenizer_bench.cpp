@@ -31,39 +31,52 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string tok_path, input_path;
-  int iters = 3;
+struct Args {
+  std::string tok_path, input_path, ids_out;
+  int iters = 3, threads = 2;
   bool special = false;
-  int threads = 2;
-  std::string ids_out;
+};
+
+// False (after a message) on an unknown flag or a missing required one.
+bool parse_args(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--tokenizer" && i + 1 < argc)
-      tok_path = argv[++i];
-    else if (a == "--input" && i + 1 < argc)
-      input_path = argv[++i];
-    else if (a == "--iters" && i + 1 < argc)
-      iters = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--special")
-      special = true;
-    else if (a == "--threads" && i + 1 < argc)
-      threads = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--ids-out" && i + 1 < argc)
-      ids_out = argv[++i];
-    else {
+    const std::string s = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (s == "--tokenizer" && has_value) {
+      a->tok_path = argv[++i];
+    } else if (s == "--input" && has_value) {
+      a->input_path = argv[++i];
+    } else if (s == "--iters" && has_value) {
+      a->iters = std::max(1, std::atoi(argv[++i]));
+    } else if (s == "--special") {
+      a->special = true;
+    } else if (s == "--threads" && has_value) {
+      a->threads = std::max(1, std::atoi(argv[++i]));
+    } else if (s == "--ids-out" && has_value) {
+      a->ids_out = argv[++i];
+    } else {
       std::fprintf(stderr,
                    "usage: tokenizer_bench --tokenizer FILE --input FILE [--iters N] [--special] "
                    "[--threads T] [--ids-out FILE]\n");
-      return 2;
+      return false;
     }
   }
-  if (tok_path.empty() || input_path.empty()) {
+  if (a->tok_path.empty() || a->input_path.empty()) {
     std::fprintf(stderr, "tokenizer_bench: --tokenizer and --input are required\n");
-    return 2;
+    return false;
   }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (!parse_args(argc, argv, &args)) return 2;
+  const std::string &tok_path = args.tok_path, &input_path = args.input_path,
+                    &ids_out = args.ids_out;
+  const int iters = args.iters, threads = args.threads;
+  const bool special = args.special;
   std::ifstream f(input_path, std::ios::binary);
   if (!f) {
     std::fprintf(stderr, "tokenizer_bench: cannot open '%s'\n", input_path.c_str());

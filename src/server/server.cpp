@@ -198,61 +198,70 @@ void route_error(const httplib::Request& req, httplib::Response& res) {
   res.set_content(dump(error_body(e)), "application/json");
 }
 
+// Before httplib reads the body: the Content-Length checks and the API key. httplib itself
+// takes "-5" for 2^64 - 5 bytes (and reads until its read timeout before answering) and "abc"
+// for 0 (and leaves the body unread).
+httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Request& req,
+                                           httplib::Response& res) {
+  std::vector<std::string> lengths;
+  for (size_t i = 0; i < req.get_header_value_count("Content-Length"); ++i) {
+    lengths.push_back(req.get_header_value("Content-Length", i));
+  }
+  if (!valid_content_length(lengths)) {
+    res.set_header("Connection", "close");  // the body was not read: the framing is lost
+    send_error(res, bad_request("invalid Content-Length header: " + lengths[0] +
+                                " (a decimal byte count, one value)"));
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  // A declared body above the limit: answered now (httplib would read up to the limit, or
+  // wait for its read timeout, before its own 413).
+  if (!lengths.empty() &&
+      std::stoull(lengths[0]) > static_cast<uint64_t>(ctx.opts.max_body_bytes)) {
+    res.set_header("Connection", "close");  // the body is not read
+    send_error(res, ApiError{413,
+                             "request body of " + lengths[0] + " bytes is larger than the " +
+                                 "server's limit of " + std::to_string(ctx.opts.max_body_bytes) +
+                                 " bytes (--max-body-bytes)",
+                             "invalid_request_error", "", "request_too_large"});
+    return httplib::Server::HandlerResponse::Handled;
+  }
+  if (ctx.opts.api_key.empty() || !needs_auth(req.path))
+    return httplib::Server::HandlerResponse::Unhandled;
+  if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  send_error(res, ApiError{401, "invalid or missing API key (Authorization: Bearer <key>)",
+                           "authentication_error", "", "invalid_api_key"});
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// An exception escaping a handler: a JSON type error in a request field is the client's (400),
+// anything else a 500 naming what was thrown.
+void handler_exception(httplib::Response& res, std::exception_ptr ep) {
+  std::string what = "internal error";
+  try {
+    if (ep) std::rethrow_exception(ep);
+  } catch (const json::type_error& e) {
+    // A request field of an unexpected JSON type that a handler read without checking:
+    // the client's error, not the server's.
+    return send_error(
+        res, bad_request(std::string("a request field has the wrong JSON type: ") + e.what()));
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  send_error(res, ApiError{500, what, "server_error", "", ""});
+}
+
 void install_routes(Server::Impl& s) {
   Ctx& ctx = s.ctx;
   auto& h = s.http;
-  h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    // Before httplib reads the body: it takes "-5" for 2^64 - 5 bytes (and reads until its read
-    // timeout before answering) and "abc" for 0 (and leaves the body unread).
-    std::vector<std::string> lengths;
-    for (size_t i = 0; i < req.get_header_value_count("Content-Length"); ++i) {
-      lengths.push_back(req.get_header_value("Content-Length", i));
-    }
-    if (!valid_content_length(lengths)) {
-      res.set_header("Connection", "close");  // the body was not read: the framing is lost
-      send_error(res, bad_request("invalid Content-Length header: " + lengths[0] +
-                                  " (a decimal byte count, one value)"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    // A declared body above the limit: answered now (httplib would read up to the limit, or
-    // wait for its read timeout, before its own 413).
-    if (!lengths.empty() &&
-        std::stoull(lengths[0]) > static_cast<uint64_t>(ctx.opts.max_body_bytes)) {
-      res.set_header("Connection", "close");  // the body is not read
-      send_error(res, ApiError{413,
-                               "request body of " + lengths[0] + " bytes is larger than the " +
-                                   "server's limit of " + std::to_string(ctx.opts.max_body_bytes) +
-                                   " bytes (--max-body-bytes)",
-                               "invalid_request_error", "", "request_too_large"});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (ctx.opts.api_key.empty() || !needs_auth(req.path))
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (bearer_matches(req.get_header_value("Authorization"), ctx.opts.api_key)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    send_error(res, ApiError{401, "invalid or missing API key (Authorization: Bearer <key>)",
-                             "authentication_error", "", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  h.set_pre_routing_handler(
+      [&ctx](const httplib::Request& q, httplib::Response& r) { return pre_route(ctx, q, r); });
   h.set_error_handler([](const httplib::Request& q, httplib::Response& r) { route_error(q, r); });
-  h.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const json::type_error& e) {
-          // A request field of an unexpected JSON type that a handler read without checking:
-          // the client's error, not the server's.
-          return send_error(res, bad_request(std::string("a request field has the wrong JSON "
-                                                         "type: ") +
-                                             e.what()));
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        send_error(res, ApiError{500, what, "server_error", "", ""});
-      });
+  h.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+    handler_exception(r, ep);
+  });
   h.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.status = ctx.stopping ? 503 : 200;
     res.set_content(ctx.stopping ? "{\"status\":\"stopping\"}" : "{\"status\":\"ok\"}",

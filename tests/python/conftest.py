@@ -7,12 +7,22 @@ import base64
 import json
 import os
 import pathlib
+import random
 import subprocess
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
+
+
+def fresh_seed(what: str) -> int:
+    """The seed of a randomized test: a fresh one per run, or $GOSSAMER_SEED to replay a failure
+    (the rule of the C++ tests' common/test_seed.h); printed as "[seed] WHAT: GOSSAMER_SEED=N"."""
+    env = os.environ.get("GOSSAMER_SEED")
+    seed = int(env) if env else random.SystemRandom().randrange(2**63)
+    print(f"[seed] {what}: GOSSAMER_SEED={seed}")
+    return seed
 
 
 def gossamer_bin() -> str:

@@ -8,6 +8,7 @@ must concatenate to the non-streaming result.
 import json
 import random
 
+from conftest import fresh_seed
 from harmony_util import TEXTS, TOOL_NAMES, run_jsonl
 
 
@@ -112,9 +113,7 @@ def check_parse(oh, enc, toks, out):
 def test_parser_matches_streamable_parser(gossamer, tokenizer_json, harmony):
     """Whole completions, and the same cut off at a random token (the budget ran out)."""
     oh, enc = harmony
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"seed={seed}")
-    rng = random.Random(seed)
+    rng = random.Random(fresh_seed("parser vs StreamableParser"))
     completions = [completion_tokens(oh, enc, msgs, rng) for msgs in
                    (random_completion(oh, rng) for _ in range(200))]
     completions += [c[:rng.randrange(1, len(c))] for c in completions]

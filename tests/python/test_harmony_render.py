@@ -10,7 +10,7 @@ their field; the default date, `--model DIR` and the text mode of apply-template
 import json
 import random
 
-from conftest import REPO
+from conftest import REPO, fresh_seed
 from harmony_util import TEXTS, TOOL_NAMES, run_jsonl
 
 DATA = REPO / "tests" / "data" / "harmony"
@@ -265,9 +265,7 @@ def fixture_requests():
 # ---------------------------------------------------------------------------------------------
 def test_render_matches_openai_harmony(gossamer, tokenizer_json, harmony):
     oh, enc = harmony
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"seed={seed}")
-    rng = random.Random(seed)
+    rng = random.Random(fresh_seed("render vs openai-harmony"))
     cases = fixture_requests() + [(f"random[{i}]", random_request(rng)) for i in range(250)]
     outs = run_jsonl(gossamer, tokenizer_json, [req for _, req in cases], "--date", DATE)
     mismatches = []

@@ -13,7 +13,7 @@ import openai
 import pytest
 import requests
 
-from conftest import gossamer_bin
+from conftest import fresh_seed, gossamer_bin
 
 from server_api_util import MSGS, api_server_fixtures, metrics
 from server_util import MODEL, Server
@@ -131,8 +131,7 @@ def test_run_cli_seeded_sampling_matches_server(server, cache, tokenizer_json):
     # rows, so every seeded draw differed from the server's).
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(tokenizer_json))
-    test_seed = int(os.environ.get("GOSSAMER_SEED", random.SystemRandom().randrange(2**63)))
-    print(f"[seed] test_run_cli_seeded_sampling_matches_server: GOSSAMER_SEED={test_seed}")
+    test_seed = fresh_seed("test_run_cli_seeded_sampling_matches_server")
     rng = random.Random(test_seed)
     ids = [rng.randrange(1000, 199000) for _ in range(rng.randint(1, 12))]
     seed = rng.randrange(2**31)

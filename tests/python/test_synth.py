@@ -3,7 +3,6 @@ validity), transformers (config parsing, weight layout, its own MXFP4 dequantisa
 pass at the real 20b/120b layer shapes) and numpy (statistics)."""
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import gossamer_bin
+from conftest import fresh_seed, gossamer_bin
 
 SHARD_RE = re.compile(r"^model-(\d{5})-of-(\d{5})\.safetensors$")
 E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
@@ -21,9 +20,7 @@ E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
 
 @pytest.fixture(scope="module")
 def seed():
-    s = random.SystemRandom().randrange(2**63)
-    print(f"synth seed: {s}")
-    return s
+    return fresh_seed("synth checkpoints")
 
 
 @pytest.fixture(scope="module")

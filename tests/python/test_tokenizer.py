@@ -9,6 +9,8 @@ import random
 
 import pytest
 
+from conftest import fresh_seed
+
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "tokenizer"
 
 
@@ -140,9 +142,7 @@ def test_corpus_matches_hf_and_tiktoken(gossamer, tokenizer_json, oracles, speci
 
 
 def test_random_unicode_matches_oracles(gossamer, tokenizer_json, oracles):
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"\nrandom unicode seed = {seed}")
-    rng = random.Random(seed)
+    rng = random.Random(fresh_seed("random unicode vs oracles"))
     texts = [_random_text(rng, rng.randint(1, 300)) for _ in range(3000)]
     got = _encode_many(gossamer, tokenizer_json, texts)
     want_hf = [e.ids for e in oracles["hf_plain"].encode_batch(texts, add_special_tokens=False)]
@@ -166,9 +166,7 @@ def test_special_tokens(gossamer, tokenizer_json, oracles):
 
 
 def test_decode_matches_oracles(gossamer, tokenizer_json, oracles):
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"\ndecode seed = {seed}")
-    rng = random.Random(seed)
+    rng = random.Random(fresh_seed("decode vs oracles"))
     n_model = len(oracles["ranks"])
     specials = list(oracles["special"].values())
     id_lists = []
@@ -191,9 +189,7 @@ def test_decode_matches_oracles(gossamer, tokenizer_json, oracles):
 def test_invalid_utf8_rule_and_round_trip(gossamer, tokenizer_json, oracles):
     """Documented rule: each byte not part of a well-formed character becomes its single-byte
     token; the valid runs between such bytes are encoded independently."""
-    seed = random.SystemRandom().randrange(2**32)
-    print(f"\ninvalid utf-8 seed = {seed}")
-    rng = random.Random(seed)
+    rng = random.Random(fresh_seed("invalid utf-8"))
     ranks, hf = oracles["ranks"], oracles["hf_plain"]
     samples = [b"\xff", b"abc\x80def", b"\xe2\x82", b"\xe2\x82abc", b"caf\xc3", b"\xc0\xaf",
                b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"  \xfe  x", b"it\xe2\x80s"]

@@ -232,24 +232,9 @@ Status check_chunk(const SeqChunk& c, size_t ci, const ModelConfig& cfg, const K
   return Status::Ok();
 }
 
-}  // namespace
-
-Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) {
-  Impl& m = *impl_;
-  if (!out) return InvalidArgument("step: null output");
-  if (chunks.empty()) return InvalidArgument("step: no chunks");
-  if (static_cast<int64_t>(chunks.size()) > m.S_max) {
-    return ResourceExhausted("step: " + std::to_string(chunks.size()) + " sequences > max_seqs " +
-                             std::to_string(m.S_max));
-  }
-  bool has_full = false, has_sliding = false;
-  for (const auto& L : m.layers) (L.sliding ? has_sliding : has_full) = true;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    GS_RETURN_IF_ERROR(
-        check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
-  }
-  // Block tables: rows [0, chunks) x entries [0, width) are written and uploaded; a row's entries
-  // past its table are zeros (the kernels read entries up to each row's last position only).
+// Block tables: rows [0, chunks) x entries [0, width) are written and uploaded; a row's entries
+// past its table are zeros (the kernels read entries up to each row's last position only).
+Status upload_block_tables(CudaModelRunner::Impl& m, std::span<const SeqChunk> chunks) {
   int32_t* tf = m.h_in + (m.in.tables_full - m.in.tokens);
   int32_t* tsl = m.h_in + (m.in.tables_sliding - m.in.tokens);
   size_t width = 1;
@@ -266,16 +251,20 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
     std::fill(rf + nf, rf + width, 0);
     std::fill(rs + ns, rs + width, 0);
   }
-  GS_RETURN_IF_ERROR(m.upload_tables(static_cast<int>(chunks.size()), static_cast<int>(width)));
-  struct Row {
-    int32_t tok, pos, seq;
-    bool logit;
-  };
+  return m.upload_tables(static_cast<int>(chunks.size()), static_cast<int>(width));
+}
+
+// One row per token of the step, chunk after chunk; *decode: every chunk is one token whose
+// logits are wanted (the graph path).
+struct Row {
+  int32_t tok, pos, seq;
+  bool logit;
+};
+std::vector<Row> flatten_rows(std::span<const SeqChunk> chunks, bool* decode) {
   std::vector<Row> rows;
-  bool decode = true;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const SeqChunk& c = chunks[i];
-    decode = decode && c.tokens.size() == 1 && c.logits == LogitsMode::kLast;
+    *decode = *decode && c.tokens.size() == 1 && c.logits == LogitsMode::kLast;
     for (size_t j = 0; j < c.tokens.size(); ++j) {
       const bool logit = c.logits == LogitsMode::kAll ||
                          (c.logits == LogitsMode::kLast && j + 1 == c.tokens.size());
@@ -283,6 +272,28 @@ Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) 
           {c.tokens[j], static_cast<int32_t>(c.pos0 + j), static_cast<int32_t>(i), logit});
     }
   }
+  return rows;
+}
+
+}  // namespace
+
+Status CudaModelRunner::step(std::span<const SeqChunk> chunks, StepOutput* out) {
+  Impl& m = *impl_;
+  if (!out) return InvalidArgument("step: null output");
+  if (chunks.empty()) return InvalidArgument("step: no chunks");
+  if (static_cast<int64_t>(chunks.size()) > m.S_max) {
+    return ResourceExhausted("step: " + std::to_string(chunks.size()) + " sequences > max_seqs " +
+                             std::to_string(m.S_max));
+  }
+  bool has_full = false, has_sliding = false;
+  for (const auto& L : m.layers) (L.sliding ? has_sliding : has_full) = true;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    GS_RETURN_IF_ERROR(
+        check_chunk(chunks[i], i, m.cfg, m.kv, m.opts.max_seq_len, has_full, has_sliding));
+  }
+  GS_RETURN_IF_ERROR(upload_block_tables(m, chunks));
+  bool decode = true;
+  const std::vector<Row> rows = flatten_rows(chunks, &decode);
   int64_t total_logits = 0;
   for (const Row& r : rows) total_logits += r.logit;
   GS_RETURN_IF_ERROR(m.begin_sampling(chunks, total_logits, out));  // sizes out (sampling.cpp)

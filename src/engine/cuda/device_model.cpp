@@ -37,11 +37,10 @@ int CudaModelRunner::Impl::splits_for(int rows) const {
   return kern::attention_splits(rows, static_cast<int>(cfg.num_key_value_heads), sms, 64);
 }
 
-Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunnerOptions& o) {
-  cfg = c;
-  opts = o;
-  GS_RETURN_IF_ERROR(cfg.validate());
-  GS_RETURN_IF_ERROR(opts.validate());
+namespace {
+
+// The shapes the CUDA kernels take (a checkpoint outside them is refused here, by name).
+Status check_cuda_shapes(const ModelConfig& cfg) {
   if (cfg.head_dim != 64)
     return Unsupported("cuda runner: head_dim must be 64, got " + std::to_string(cfg.head_dim));
   if (cfg.num_attention_heads % cfg.num_key_value_heads != 0 ||
@@ -57,6 +56,17 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   if (cfg.expert_format != ExpertFormat::kMxfp4) {
     return Unsupported("cuda runner: only MXFP4 expert weights are supported (got bf16 experts)");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunnerOptions& o) {
+  cfg = c;
+  opts = o;
+  GS_RETURN_IF_ERROR(cfg.validate());
+  GS_RETURN_IF_ERROR(opts.validate());
+  GS_RETURN_IF_ERROR(check_cuda_shapes(cfg));
   GS_ASSIGN_OR_RETURN(rope, make_rope_table(cfg));
   GS_CUDA_RETURN(cudaSetDevice(opts.device));
   GS_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, opts.device));
@@ -71,18 +81,24 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   if (kv.num_blocks_sliding == 0) kv.num_blocks_sliding = opts.max_seqs * max_blocks;
   R_max = static_cast<int>(opts.max_step_tokens);
   S_max = static_cast<int>(opts.max_seqs);
-  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
-               K = cfg.experts_per_token, I = cfg.intermediate_size, V = cfg.vocab_size;
-  const size_t kvh = cfg.num_key_value_heads;
   layers.resize(cfg.num_hidden_layers);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     DevLayer& L = layers[l];
     L.sliding = cfg.layer_types[l] == LayerType::kSlidingAttention;
     const size_t blocks = L.sliding ? kv.num_blocks_sliding : kv.num_blocks_full;
-    const size_t n = blocks * kvh * bs * 64;
+    const size_t n = blocks * cfg.num_key_value_heads * bs * 64;
     GS_ASSIGN_OR_RETURN(L.k, alloc_n<uint16_t>(n, "K cache"));
     GS_ASSIGN_OR_RETURN(L.v, alloc_n<uint16_t>(n, "V cache"));
   }
+  GS_RETURN_IF_ERROR(alloc_workspace());
+  GS_RETURN_IF_ERROR(alloc_step_inputs());
+  return init_prefill();
+}
+
+Status CudaModelRunner::Impl::alloc_workspace() {
+  const size_t H = cfg.hidden_size, QD = cfg.num_attention_heads * 64, E = cfg.num_local_experts,
+               K = cfg.experts_per_token, I = cfg.intermediate_size, V = cfg.vocab_size;
+  const size_t kvh = cfg.num_key_value_heads;
   size_t part_rows = 0;
   for (int r = 1; r <= R_max; ++r)
     part_rows = std::max(part_rows, static_cast<size_t>(r) * splits_for(r));
@@ -100,9 +116,12 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_ASSIGN_OR_RETURN(w.ids, alloc_n<int32_t>(R_max * K, "expert ids"));
   GS_ASSIGN_OR_RETURN(w.rw, alloc_n<float>(R_max * K, "expert weights"));
   GS_ASSIGN_OR_RETURN(w.act, alloc_n<float>(R_max * K * I, "expert activations"));
-  if (opts.grouped_moe_small) {
-    GS_ASSIGN_OR_RETURN(
-        w.moe_part, alloc_n<float>(std::min<int64_t>(R_max, 64) * K * H, "grouped MoE partials"));
+  // Grouped-MoE partials, only where grouped_moe() can pick a forward: prefill-path forwards of
+  // at most min(64, E / k) rows.
+  const int64_t grouped_rows = std::min<int64_t>({R_max, 64, static_cast<int64_t>(E / K)});
+  if (opts.grouped_moe_small && opts.prefill_min_rows > 0 &&
+      opts.prefill_min_rows <= grouped_rows) {
+    GS_ASSIGN_OR_RETURN(w.moe_part, alloc_n<float>(grouped_rows * K * H, "grouped MoE partials"));
   }
   L_max = static_cast<int>(std::min<int64_t>(R_max, std::max(opts.max_logit_rows, opts.max_seqs)));
   GS_ASSIGN_OR_RETURN(w.logits, alloc_n<float>(L_max * V, "logits"));
@@ -113,6 +132,11 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   }
   GS_ASSIGN_OR_RETURN(w.sampled, alloc_n<int32_t>(R_max, "sampled tokens"));
   GS_CUDA_RETURN(cudaMemset(w.keys, 0, R_max * sizeof(unsigned long long)));
+  return Status::Ok();
+}
+
+// The step's inputs in one device buffer (uploaded from the pinned h_in in one copy).
+Status CudaModelRunner::Impl::alloc_step_inputs() {
   const size_t tab = static_cast<size_t>(S_max) * max_blocks;
   in.count = 4 * static_cast<size_t>(R_max) + 2 * tab;
   GS_ASSIGN_OR_RETURN(in.tokens, alloc_n<int32_t>(in.count, "step inputs"));
@@ -124,7 +148,7 @@ Status CudaModelRunner::Impl::init_common(const ModelConfig& c, const CudaRunner
   GS_CUDA_RETURN(cudaMemset(in.tokens, 0, in.count * sizeof(int32_t)));  // steps upload parts
   GS_CUDA_RETURN(cudaMallocHost(&h_in, in.count * sizeof(int32_t)));
   std::memset(h_in, 0, in.count * sizeof(int32_t));
-  return init_prefill();
+  return Status::Ok();
 }
 
 Status CudaModelRunner::Impl::alloc_weights() {

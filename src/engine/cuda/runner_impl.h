@@ -115,7 +115,9 @@ struct CudaModelRunner::Impl {
     return static_cast<T*>(p);
   }
   Status init_common(const ModelConfig& c, const CudaRunnerOptions& o);  // KV, workspace, inputs
-  Status alloc_weights();  // every DevLayer buffer (uninitialised)
+  Status alloc_workspace();    // activations, partials, logits (sized for R_max rows)
+  Status alloc_step_inputs();  // tokens, positions, row maps, block tables (`in`, `h_in`)
+  Status alloc_weights();      // every DevLayer buffer (uninitialised)
   Status upload_weights(const LoadedModel& m);
   Status synth_weights(uint64_t seed);
   int splits_for(int rows) const;

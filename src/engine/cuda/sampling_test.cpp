@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <span>
+#include <string>
 
+#include "common/test_seed.h"
 #include "engine/cuda/cuda_runner.h"
 
 namespace gossamer {
@@ -156,17 +159,45 @@ TEST(CudaSampling, RejectsBadRequests) {
   EXPECT_NE(st.message().find("penalty token"), std::string::npos) << st.ToString();
 }
 
+// One scored row against the host's logits row: the target's log-probability (relative error,
+// floor 1; -inf for a masked target) and the top-k alternatives (only a near-tie may swap two).
+// Returns the logprob error.
+double check_scored_row(const SampledToken& got, std::span<const float> logits, int64_t limit,
+                        int32_t target, int64_t k, const std::string& where) {
+  const auto lp = log_softmax(logits, limit);
+  EXPECT_EQ(got.token, target) << where;
+  double err = 0;
+  if (target >= limit) {
+    EXPECT_EQ(got.logprob, -INFINITY) << where;
+  } else {
+    err = std::abs(got.logprob - lp[target]) / std::max(1.0, std::abs(lp[target]));
+    EXPECT_LT(err, 1e-4) << where;  // the rows themselves differ by the step's rounding (~1e-6)
+  }
+  EXPECT_EQ(got.top.size(), static_cast<size_t>(k)) << where;
+  if (got.top.size() != static_cast<size_t>(k)) return err;
+  std::vector<int32_t> order(static_cast<size_t>(limit));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int32_t x, int32_t y) { return lp[x] > lp[y]; });
+  for (int64_t i = 0; i < k; ++i) {
+    if (got.top[i].token != order[i]) {
+      EXPECT_NEAR(lp[got.top[i].token], lp[order[i]], 1e-5) << where << " top " << i;
+    }
+  }
+  return err;
+}
+
 // Prompt scoring (SeqChunk::scoring) against the same rows copied to the host, over several
 // forwards (max_logit_rows 16 < 40 rows), beside a device-sampled chunk in the same step.
 TEST(CudaSampling, ScoredRowsMatchTheHostRows) {
   const ModelConfig cfg = small_config();
   CudaRunnerOptions o;
   o.max_seq_len = 256, o.max_seqs = 4, o.max_logit_rows = 16;
-  auto made = CudaModelRunner::create_synthetic(cfg, o, 17);
+  std::mt19937_64 rng(testing::fresh_seed("cuda scored rows"));
+  auto made = CudaModelRunner::create_synthetic(cfg, o, rng());
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   CudaModelRunner& r = **made;
   const int64_t V = cfg.vocab_size, limit = 200019, k = 5;
-  std::mt19937 rng(7);
   std::vector<int32_t> p0(40), p1 = {9, 8, 7}, t0 = {0, 1, 2, 3}, t1 = {4, 5, 6, 7};
   for (auto& t : p0) t = static_cast<int32_t>(rng() % limit);
   std::vector<SeqChunk> chunks = {{p0, 0, t0, t0, LogitsMode::kAll},
@@ -201,27 +232,9 @@ TEST(CudaSampling, ScoredRowsMatchTheHostRows) {
   double worst = 0;
   for (size_t j = 0; j + 1 < p0.size(); ++j) {
     if (targets[j] < 0) continue;
-    const SampledToken& got = dev.scored[e++];
-    const auto lp = log_softmax(hl.subspan(j * V, V), limit);
-    EXPECT_EQ(got.token, targets[j]) << j;
-    if (targets[j] >= limit) {
-      EXPECT_EQ(got.logprob, -INFINITY) << j;
-    } else {
-      const double err =
-          std::abs(got.logprob - lp[targets[j]]) / std::max(1.0, std::abs(lp[targets[j]]));
-      worst = std::max(worst, err);
-      EXPECT_LT(err, 1e-4) << j;  // the rows themselves differ by the step's rounding (~1e-6)
-    }
-    ASSERT_EQ(got.top.size(), static_cast<size_t>(k)) << j;
-    std::vector<int32_t> order(static_cast<size_t>(limit));
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t x, int32_t y) { return lp[x] > lp[y]; });
-    for (int64_t i = 0; i < k; ++i) {
-      if (got.top[i].token != order[i]) {  // only a near-tie may swap
-        EXPECT_NEAR(lp[got.top[i].token], lp[order[i]], 1e-5) << j << " top " << i;
-      }
-    }
+    const double err = check_scored_row(dev.scored[e++], hl.subspan(j * V, V), limit, targets[j], k,
+                                        "row " + std::to_string(j));
+    worst = std::max(worst, err);
   }
   std::printf("scored rows: worst logprob error %.2e (relative, floor 1)\n", worst);
   const int32_t want1 = static_cast<int32_t>(

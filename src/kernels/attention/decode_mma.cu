@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cfloat>
 
+#include "kernels/attention/decode_merge.cuh"
 #include "kernels/attention/decode_mma.h"
 #include "kernels/common/cuda_check.h"
 #include "kernels/common/pdl.cuh"
@@ -26,9 +27,13 @@
 namespace gossamer::kern {
 namespace {
 
-constexpr int kD = 64, kBc = 64, kWarps = 4, kThreads = kWarps * 32;
+using attn_merge::kD;
+using attn_merge::kOStride;  // merge scratch row stride (floats)
+using attn_merge::kWarps;
+using attn_merge::last_cta_merge;
+using attn_merge::merge_warps;
+constexpr int kBc = 64, kThreads = kWarps * 32;
 constexpr int kTileBytes = kBc * kD * 2;  // one K (or V) tile of 64 keys, bf16
-constexpr int kOStride = kD + 4;          // merge scratch row stride (floats)
 constexpr int kTab = 256;                 // block-table entries staged in smem per CTA
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kWarps * 16 == kBc, "each warp takes 16 keys of a tile");
@@ -188,69 +193,25 @@ __device__ __forceinline__ void stash_warp(WarpState<PRECISE>& w, float c, float
   }
 }
 
-// The last CTA of a (row, kv head): merges the ns partials of query head h, dims d8 .. d8 + 7,
-// with the sink (sk: sinks[h] * log2 e; one pass, running max). Partials come from other SMs:
-// read through L2.
-__device__ __forceinline__ void merge_partials(const AttnParams& p, int b, int h, int d8, int ns,
-                                               float sk) {
-  const size_t prow0 = (static_cast<size_t>(b) * p.n_heads + h) * p.splits;
-  float m = sk, den = 1.f, o[8] = {};
-#pragma unroll 4
-  for (int s = 0; s < ns; ++s) {
-    const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml + (prow0 + s) * 2));
-    const float4* src = reinterpret_cast<const float4*>(p.part_o + (prow0 + s) * kD + d8);
-    const float4 x0 = __ldcg(src), x1 = __ldcg(src + 1);
-    const float mn = fmaxf(m, ml.x), a = exp2f(m - mn), wt = exp2f(ml.x - mn);
-    den = fmaf(den, a, ml.y * wt);
-    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+// The CTA's nt key tiles through the S-stage cp.async ring (tiles 0 .. S - 2 already issued),
+// from a reset softmax state.
+template <int S, bool PRECISE>
+__device__ __forceinline__ void ring_tiles(WarpState<PRECISE>& w, const AttnParams& p,
+                                           const int32_t* table, const int* tab, int b_first,
+                                           int kh, int tbeg, int nt, int lo, int pos,
+                                           uint32_t ring0, float c) {
+  w.m[0] = w.m[1] = -INFINITY;
+  w.l[0] = w.l[1] = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = fmaf(o[i], a, xs[i] * wt);
-    m = mn;
-  }
-  float4* dst =
-      reinterpret_cast<float4*>(p.out + (static_cast<size_t>(b) * p.n_heads + h) * kD + d8);
-  const float inv = 1.f / den;
-  dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
-  dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
-}
-
-// Merges the 4 warps' (m, l, o) of query row `row` (head h), dims d8 .. d8 + 7, from the
-// shared-memory scratch; writes `out` (ns == 1, sink sk = sinks[h] * log2 e folded in) or this
-// split's partial.
-__device__ __forceinline__ void merge_warps(const AttnParams& p, const float* sm_o, int b, int h,
-                                            int row, int d8, int z, int ns, float sk) {
-  const float* sm_m = sm_o + kWarps * 16 * kOStride;  // [4 x 16]
-  const float* sm_l = sm_m + kWarps * 16;             // [4 x 16]
-  float mm = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < kWarps; ++k) mm = fmaxf(mm, sm_m[k * 16 + row]);
-  float l = 0.f, o[8] = {};
-#pragma unroll
-  for (int k = 0; k < kWarps; ++k) {
-    const float mk = sm_m[k * 16 + row];
-    const float wt = mk == -INFINITY ? 0.f : exp2f(mk - mm);
-    l = fmaf(sm_l[k * 16 + row], wt, l);
-    const float* src = sm_o + (k * 16 + row) * kOStride + d8;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = fmaf(src[i], wt, o[i]);
-  }
-  if (ns == 1) {  // sink folded in: final output
-    const float mx = fmaxf(mm, sk);
-    const float wt = mm == -INFINITY ? 0.f : exp2f(mm - mx);
-    const float fac = wt / fmaf(l, wt, exp2f(sk - mx));
-    float4* dst =
-        reinterpret_cast<float4*>(p.out + (static_cast<size_t>(b) * p.n_heads + h) * kD + d8);
-    dst[0] = make_float4(o[0] * fac, o[1] * fac, o[2] * fac, o[3] * fac);
-    dst[1] = make_float4(o[4] * fac, o[5] * fac, o[6] * fac, o[7] * fac);
-  } else {
-    const size_t prow = (static_cast<size_t>(b) * p.n_heads + h) * p.splits + z;
-    float4* dst = reinterpret_cast<float4*>(p.part_o + prow * kD + d8);
-    dst[0] = make_float4(o[0], o[1], o[2], o[3]);
-    dst[1] = make_float4(o[4], o[5], o[6], o[7]);
-    if (d8 == 0) {
-      p.part_ml[prow * 2] = mm == -INFINITY ? -FLT_MAX : mm;
-      p.part_ml[prow * 2 + 1] = l;
-    }
+  for (int nb = 0; nb < 8; ++nb) w.o[nb][0] = w.o[nb][1] = w.o[nb][2] = w.o[nb][3] = 0.f;
+  for (int i = 0; i < nt; ++i) {
+    cp_wait<S - 2>();
+    __syncthreads();
+    const int nx = i + S - 1;
+    if (nx < nt)
+      load_tile(p, table, tab, b_first, kh, tbeg + nx, lo, pos, ring0 + (nx % S) * 2 * kTileBytes);
+    cp_commit();
+    warp_tile(w, ring0 + (i % S) * 2 * kTileBytes, tbeg + i, lo, pos, c);
   }
 }
 
@@ -308,21 +269,8 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   WarpState<PRECISE> w;
   load_q(p, b, kh, G, w);  // its L2 round trip overlaps the row's copy
   if (row_pending) cp_wait<0>();
-  w.m[0] = w.m[1] = -INFINITY;
-  w.l[0] = w.l[1] = 0.f;
-#pragma unroll
-  for (int nb = 0; nb < 8; ++nb) w.o[nb][0] = w.o[nb][1] = w.o[nb][2] = w.o[nb][3] = 0.f;
   const float c = p.scale * kLog2e;
-  for (int i = 0; i < nt; ++i) {
-    cp_wait<S - 2>();
-    __syncthreads();
-    const int nx = i + S - 1;
-    if (nx < nt)
-      load_tile(p, table, tab, b_first, kh, tbeg + nx, sp.lo, pos,
-                ring0 + (nx % S) * 2 * kTileBytes);
-    cp_commit();
-    warp_tile(w, ring0 + (i % S) * 2 * kTileBytes, tbeg + i, sp.lo, pos, c);
-  }
+  ring_tiles<S>(w, p, table, tab, b_first, kh, tbeg, nt, sp.lo, pos, ring0, c);
   cp_wait<0>();
   __syncthreads();                               // the ring becomes the merge scratch
   float* sm_o = reinterpret_cast<float*>(ring);  // [4 warps x 16 rows][kOStride]
@@ -331,20 +279,7 @@ __global__ void __launch_bounds__(kThreads) attn_decode_mma_bf16kv_f32q(AttnPara
   stash_warp(w, c, sm_m, sm_l, sm_o);
   __syncthreads();
   if (row < G) merge_warps(p, sm_o, b, h, row, d8, z, sp.ns, sk);
-  if (sp.ns == 1) return;
-  // Last-CTA-done merge (the grid-sync pattern): the barrier orders the CTA's partial writes
-  // before thread 0's device-scope fence + ticket; the ns-th CTA fences again and merges.
-  __syncthreads();
-  int32_t* ticket = p.tickets + static_cast<size_t>(b) * p.n_kv_heads + kh;
-  if (tid == 0) {
-    __threadfence();
-    s_last = atomicAdd(ticket, 1) == sp.ns - 1;
-    if (s_last) __threadfence();
-  }
-  __syncthreads();
-  if (!s_last) return;
-  if (row < G) merge_partials(p, b, h, d8, sp.ns, sk);
-  if (tid == 0) *ticket = 0;  // every CTA of this (row, kv head) has taken its ticket
+  if (sp.ns > 1) last_cta_merge(p, b, kh, h, row < G, d8, sp.ns, sk, s_last);
 }
 
 template <int S, bool PRECISE>

@@ -29,6 +29,100 @@ constexpr float kLog2e = 1.4426950408889634f;
 static_assert(kThreads == kTile, "one token per thread per tile");
 static_assert((kThreads / 16) * 2 >= kMaxG, "P.V: each thread owns at most 2 heads");
 
+// Thread t scores token ts + t of the tile against the G query heads (sc[g][t]; -FLT_MAX past
+// t1) and records its K/V row offset.
+__device__ __forceinline__ void tile_scores(const AttnParams& p, const int* table, int kh, int G,
+                                            int ts, int t1, const float (&qs)[kMaxG][kD],
+                                            float (&sc)[kMaxG][kTile], size_t (&off)[kTile]) {
+  const int tid = threadIdx.x, t = ts + tid;
+  if (t >= t1) {
+    for (int g = 0; g < G; ++g) sc[g][tid] = -FLT_MAX;
+    return;
+  }
+  const int blk = table[t / p.block_size];
+  const size_t o =
+      ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size + t % p.block_size) * kD;
+  off[tid] = o;
+  const uint4* kp = reinterpret_cast<const uint4*>(p.k_cache + o);
+  float s[kMaxG] = {};
+#pragma unroll
+  for (int c = 0; c < kD / 8; ++c) {
+    const uint4 kv = kp[c];
+    const float k8[8] = {bf16_lo(kv.x), bf16_hi(kv.x), bf16_lo(kv.y), bf16_hi(kv.y),
+                         bf16_lo(kv.z), bf16_hi(kv.z), bf16_lo(kv.w), bf16_hi(kv.w)};
+#pragma unroll
+    for (int g = 0; g < kMaxG; ++g) {
+      if (g < G) {  // q as two broadcast float4 smem loads per 8 dims
+        const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
+        const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
+        s[g] = fmaf(qa.x, k8[0], s[g]);
+        s[g] = fmaf(qa.y, k8[1], s[g]);
+        s[g] = fmaf(qa.z, k8[2], s[g]);
+        s[g] = fmaf(qa.w, k8[3], s[g]);
+        s[g] = fmaf(qb.x, k8[4], s[g]);
+        s[g] = fmaf(qb.y, k8[5], s[g]);
+        s[g] = fmaf(qb.z, k8[6], s[g]);
+        s[g] = fmaf(qb.w, k8[7], s[g]);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kMaxG; ++g)
+    if (g < G) sc[g][tid] = s[g];
+}
+
+// Online softmax of the tile: warp w updates heads w, w + 4, ... (m_run / l_run slot j), turns
+// sc into probabilities and leaves each head's rescale factor in alpha_s.
+__device__ __forceinline__ void tile_softmax(int G, float (&sc)[kMaxG][kTile],
+                                             float (&alpha_s)[kMaxG], float (&m_run)[kMaxG / 4],
+                                             float (&l_run)[kMaxG / 4]) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+  for (int j = 0; j < kMaxG / 4; ++j) {
+    const int g = warp + 4 * j;
+    if (g >= G) break;
+    float mx = -FLT_MAX;
+    for (int i = lane; i < kTile; i += 32) mx = fmaxf(mx, sc[g][i]);
+    mx = warp_max(mx);
+    const float m_new = fmaxf(m_run[j], mx);
+    float sum = 0.f;
+    for (int i = lane; i < kTile; i += 32) {
+      const float e = exp2f(sc[g][i] - m_new);  // -FLT_MAX entries -> 0
+      sc[g][i] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    const float alpha = exp2f(m_run[j] - m_new);
+    l_run[j] = l_run[j] * alpha + sum;
+    m_run[j] = m_new;
+    if (lane == 0) alpha_s[g] = alpha;
+  }
+}
+
+// P.V of the tile's nt tokens: thread t accumulates heads t / 16 (+8) at dims d4..d4 + 3.
+__device__ __forceinline__ void tile_pv(const AttnParams& p, int G, int nt, int d4,
+                                        const float (&sc)[kMaxG][kTile],
+                                        const float (&alpha_s)[kMaxG], const size_t (&off)[kTile],
+                                        float (&acc)[2][4]) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int g = tid / 16 + 8 * j;
+    if (g >= G) break;
+    const float a = alpha_s[g];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] *= a;
+    for (int tt = 0; tt < nt; ++tt) {
+      const float pr = sc[g][tt];
+      const uint2 vv = *reinterpret_cast<const uint2*>(p.v_cache + off[tt] + d4);
+      acc[j][0] = fmaf(pr, bf16_lo(vv.x), acc[j][0]);
+      acc[j][1] = fmaf(pr, bf16_hi(vv.x), acc[j][1]);
+      acc[j][2] = fmaf(pr, bf16_lo(vv.y), acc[j][2]);
+      acc[j][3] = fmaf(pr, bf16_hi(vv.y), acc[j][3]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnParams p) {
   __shared__ __align__(16) float qs[kMaxG][kD];
   __shared__ float sc[kMaxG][kTile];
@@ -56,80 +150,11 @@ __global__ void __launch_bounds__(kThreads) attn_decode_split_bf16kv_f32q(AttnPa
       p.block_table + static_cast<size_t>(p.row_seq ? p.row_seq[b] : b) * p.max_blocks;
   __syncthreads();
   for (int ts = t0; ts < t1; ts += kTile) {
-    const int t = ts + tid;
-    if (t < t1) {
-      const int blk = table[t / p.block_size];
-      const size_t o =
-          ((static_cast<size_t>(blk) * p.n_kv_heads + kh) * p.block_size + t % p.block_size) * kD;
-      off[tid] = o;
-      const uint4* kp = reinterpret_cast<const uint4*>(p.k_cache + o);
-      float s[kMaxG] = {};
-#pragma unroll
-      for (int c = 0; c < kD / 8; ++c) {
-        const uint4 kv = kp[c];
-        const float k8[8] = {bf16_lo(kv.x), bf16_hi(kv.x), bf16_lo(kv.y), bf16_hi(kv.y),
-                             bf16_lo(kv.z), bf16_hi(kv.z), bf16_lo(kv.w), bf16_hi(kv.w)};
-#pragma unroll
-        for (int g = 0; g < kMaxG; ++g) {
-          if (g < G) {  // q as two broadcast float4 smem loads per 8 dims
-            const float4 qa = *reinterpret_cast<const float4*>(&qs[g][c * 8]);
-            const float4 qb = *reinterpret_cast<const float4*>(&qs[g][c * 8 + 4]);
-            s[g] = fmaf(qa.x, k8[0], s[g]);
-            s[g] = fmaf(qa.y, k8[1], s[g]);
-            s[g] = fmaf(qa.z, k8[2], s[g]);
-            s[g] = fmaf(qa.w, k8[3], s[g]);
-            s[g] = fmaf(qb.x, k8[4], s[g]);
-            s[g] = fmaf(qb.y, k8[5], s[g]);
-            s[g] = fmaf(qb.z, k8[6], s[g]);
-            s[g] = fmaf(qb.w, k8[7], s[g]);
-          }
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < kMaxG; ++g)
-        if (g < G) sc[g][tid] = s[g];
-    } else {
-      for (int g = 0; g < G; ++g) sc[g][tid] = -FLT_MAX;
-    }
+    tile_scores(p, table, kh, G, ts, t1, qs, sc, off);
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < kMaxG / 4; ++j) {
-      const int g = warp + 4 * j;
-      if (g >= G) break;
-      float mx = -FLT_MAX;
-      for (int i = lane; i < kTile; i += 32) mx = fmaxf(mx, sc[g][i]);
-      mx = warp_max(mx);
-      const float m_new = fmaxf(m_run[j], mx);
-      float sum = 0.f;
-      for (int i = lane; i < kTile; i += 32) {
-        const float e = exp2f(sc[g][i] - m_new);  // -FLT_MAX entries -> 0
-        sc[g][i] = e;
-        sum += e;
-      }
-      sum = warp_sum(sum);
-      const float alpha = exp2f(m_run[j] - m_new);
-      l_run[j] = l_run[j] * alpha + sum;
-      m_run[j] = m_new;
-      if (lane == 0) alpha_s[g] = alpha;
-    }
+    tile_softmax(G, sc, alpha_s, m_run, l_run);
     __syncthreads();
-    const int nt = min(kTile, t1 - ts);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int g = tid / 16 + 8 * j;
-      if (g >= G) break;
-      const float a = alpha_s[g];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] *= a;
-      for (int tt = 0; tt < nt; ++tt) {
-        const float pr = sc[g][tt];
-        const uint2 vv = *reinterpret_cast<const uint2*>(p.v_cache + off[tt] + d4);
-        acc[j][0] = fmaf(pr, bf16_lo(vv.x), acc[j][0]);
-        acc[j][1] = fmaf(pr, bf16_hi(vv.x), acc[j][1]);
-        acc[j][2] = fmaf(pr, bf16_lo(vv.y), acc[j][2]);
-        acc[j][3] = fmaf(pr, bf16_hi(vv.y), acc[j][3]);
-      }
-    }
+    tile_pv(p, G, min(kTile, t1 - ts), d4, sc, alpha_s, off, acc);
     __syncthreads();
   }
   // Write partials: o[b, h, split, :], ml[b, h, split, :].

@@ -124,6 +124,50 @@ __device__ __forceinline__ void segment_mb(const FlashAttnParams& p, Frags<W, PR
   }
 }
 
+// One segment's key tiles through the cp.async ring (S stages, a CTA barrier per tile).
+template <int W, int S, bool PRECISE, bool FAST>
+__device__ __forceinline__ void segment_cp(const FlashAttnParams& p, Frags<W, PRECISE>& f,
+                                           const Rows& r, const int32_t* table, int kh, int kmin,
+                                           int kmax, int tbeg, int nt, float c, uint32_t ring0) {
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < nt) load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + i * 2 * kTileBytes);
+    cp_commit();
+  }
+  for (int i = 0; i < nt; ++i) {
+    cp_wait<S - 2>();
+    __syncthreads();
+    const int nx = i + S - 1;
+    if (nx < nt)
+      load_tile<W>(p, table, kh, tbeg + nx, kmin, kmax, ring0 + (nx % S) * 2 * kTileBytes);
+    cp_commit();
+    const uint32_t kb = ring0 + (i % S) * 2 * kTileBytes;
+    float s[8][4];
+    qk_tile(f, kb, s);
+    softmax_tile<W, PRECISE, FAST>(f, r, tbeg + i, c, s);
+    pv_tile<W, PRECISE, FAST>(f, kb + kTileBytes, s);
+  }
+}
+
+// A segment's rows (this thread's two query rows that belong to sequence seq, their key
+// ranges) and the running softmax state reset.
+template <int W, bool PRECISE>
+__device__ __forceinline__ void begin_segment(Frags<W, PRECISE>& f, Rows& r, int seq,
+                                              const bool (&ok)[2], const int (&rt)[2],
+                                              const int* s_seq, const int* s_lo, const int* s_pos) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    r.act[e] = ok[e] && s_seq[rt[e]] == seq;
+    r.lo[e] = r.act[e] ? s_lo[rt[e]] : -kFar;
+    r.pos[e] = r.act[e] ? s_pos[rt[e]] : kFar;
+    f.m[e] = -INFINITY;
+    f.l[e] = 0.f;
+    f.la[2 * e] = f.la[2 * e + 1] = 0.f;
+  }
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb) f.o[nb][0] = f.o[nb][1] = f.o[nb][2] = f.o[nb][3] = 0.f;
+}
+
 // MB: the ring is synchronised by mbarriers instead of a CTA barrier per tile (segment_mb);
 // WG (MB only): the tiles on wgmma.
 template <int W, int S, bool PRECISE, int MINB, bool FAST, bool MB, bool WG>
@@ -186,47 +230,18 @@ __global__ void __launch_bounds__(W * 32, MINB)
     kmin = __reduce_min_sync(0xffffffffu, kmin);
     kmax = __reduce_max_sync(0xffffffffu, kmax);
     Rows r;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      r.act[e] = ok[e] && s_seq[rt[e]] == seq;
-      r.lo[e] = r.act[e] ? s_lo[rt[e]] : -kFar;
-      r.pos[e] = r.act[e] ? s_pos[rt[e]] : kFar;
-      f.m[e] = -INFINITY;
-      f.l[e] = 0.f;
-      f.la[2 * e] = f.la[2 * e + 1] = 0.f;
-    }
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) f.o[nb][0] = f.o[nb][1] = f.o[nb][2] = f.o[nb][3] = 0.f;
+    begin_segment(f, r, seq, ok, rt, s_seq, s_lo, s_pos);
     const int tb0 = max(kmin, 0) / kBc, n = kmax >= max(kmin, 0) ? kmax / kBc - tb0 + 1 : 0;
     const int chunk = (n + p.splits - 1) / p.splits;
     const int tbeg = tb0 + blockIdx.z * chunk, nt = max(0, min(tb0 + n, tbeg + chunk) - tbeg);
     const int32_t* table = p.block_table + static_cast<size_t>(seq) * p.max_blocks;
-    auto tile = [&](int i, uint32_t kb) {
-      float s[8][4];
-      qk_tile(f, kb, s);
-      softmax_tile<W, PRECISE, FAST>(f, r, tbeg + i, c, s);
-      pv_tile<W, PRECISE, FAST>(f, kb + kTileBytes, s);
-    };
     if constexpr (MB) {
       segment_mb<W, S, PRECISE, FAST, WG>(p, f, r, table, kh, kmin, kmax, tbeg, nt, c, ring0, fbar,
                                           gbase, ones);
       gbase += nt;
       write_rows<W, PRECISE, FAST>(p, f, r, tok0, c);
     } else {
-#pragma unroll
-      for (int i = 0; i < S - 1; ++i) {
-        if (i < nt) load_tile<W>(p, table, kh, tbeg + i, kmin, kmax, ring0 + i * 2 * kTileBytes);
-        cp_commit();
-      }
-      for (int i = 0; i < nt; ++i) {
-        cp_wait<S - 2>();
-        __syncthreads();
-        const int nx = i + S - 1;
-        if (nx < nt)
-          load_tile<W>(p, table, kh, tbeg + nx, kmin, kmax, ring0 + (nx % S) * 2 * kTileBytes);
-        cp_commit();
-        tile(i, ring0 + (i % S) * 2 * kTileBytes);
-      }
+      segment_cp<W, S, PRECISE, FAST>(p, f, r, table, kh, kmin, kmax, tbeg, nt, c, ring0);
       write_rows<W, PRECISE, FAST>(p, f, r, tok0, c);
       cp_wait<0>();
       __syncthreads();  // the ring is reused by the next segment

@@ -103,6 +103,118 @@ static bool device_ok(const std::string& what) {
   return false;
 }
 
+namespace {
+
+// One case's launch parameters and byte counts; `ids` holds kSets routing sets of `pairs` ids.
+struct CaseRun {
+  gossamer::kern::MoeGateUpParams gp;
+  gossamer::kern::MoeDownParams dp;
+  const int32_t* ids;
+  size_t pairs;
+  double gu_bytes, dn_bytes, ceil;
+  std::string name;
+  int pipe_filter;  // -1: every pipe
+};
+
+// gate_up and down timed apart, for every variant of kVariants.
+bool time_kernels(CaseRun& r) {
+  using namespace gossamer::kern;
+  for (const Variant& v : kVariants) {
+    if (r.pipe_filter >= 0 && v.pipe != r.pipe_filter) continue;
+    r.gp.pipe = v.pipe == 2 ? 0 : v.pipe;
+    r.dp.pipe = v.pipe;
+    r.gp.pdl = r.dp.pdl = v.pdl;
+    const std::string tag = " [pipe " + std::to_string(v.pipe) + (v.pdl ? " pdl]" : "]");
+    int it = 0;
+    double ms = testing::time_ms(
+        [&] {
+          r.gp.ids = r.ids + (it++ % kSets) * r.pairs;
+          (void)launch_moe_gate_up(r.gp, 0);
+        },
+        64);
+    testing::print_bench_line("moe_gate_up " + r.name + tag, r.gu_bytes, ms, r.ceil);
+    ms = testing::time_ms(
+        [&] {
+          r.dp.ids = r.ids + (it++ % kSets) * r.pairs;
+          (void)launch_moe_down(r.dp, 0);
+        },
+        64);
+    testing::print_bench_line("moe_down " + r.name + tag, r.dn_bytes, ms, r.ceil);
+    if (!device_ok(r.name + tag)) return false;
+  }
+  return true;
+}
+
+// gate_up then down (one MoE step), for every pair of kPairs.
+bool time_pairs(CaseRun& r) {
+  using namespace gossamer::kern;
+  for (const PairVariant& v : kPairs) {
+    if (r.pipe_filter >= 0 && v.gu_pipe != r.pipe_filter) continue;
+    r.gp.pipe = v.gu_pipe;
+    r.dp.pipe = v.dn_pipe;
+    r.gp.pdl = r.dp.pdl = v.pdl;
+    int it = 0;
+    const double ms = testing::time_ms(
+        [&] {
+          r.gp.ids = r.dp.ids = r.ids + (it++ % kSets) * r.pairs;
+          (void)launch_moe_gate_up(r.gp, 0);
+          (void)launch_moe_down(r.dp, 0);
+        },
+        64);
+    const std::string tag = " [gate_up pipe " + std::to_string(v.gu_pipe) + " + down pipe " +
+                            std::to_string(v.dn_pipe) + (v.pdl ? " pdl]" : "]");
+    testing::print_bench_line("moe step " + r.name + tag, r.gu_bytes + r.dn_bytes, ms, r.ceil);
+    if (!device_ok(r.name + tag)) return false;
+  }
+  return true;
+}
+
+bool bench_case(const gossamer::kern::MoeCase& c, int pipe_filter, double ceil) {
+  using namespace gossamer::kern;
+  const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
+  testing::DevBuf<uint8_t> gb(E * 2 * I * H / 2), gs(E * 2 * I * H / 32), db(E * H * I / 2),
+      ds(E * H * I / 32);
+  testing::DevBuf<float> gbias(E * 2 * I), dbias(E * H), x(c.batch * H), res(c.batch * H), w(pairs),
+      act(pairs * I);
+  testing::DevBuf<int32_t> ids(kSets * pairs);
+  testing::DevBuf<float> part(pairs * H);
+  std::vector<int32_t> hid;
+  std::vector<float> hw;
+  std::mt19937_64 rng(1234);
+  moetest::route(rng, kSets * c.batch, c.k, c.n_experts, &hid, &hw);
+  ids.upload(hid);
+  double distinct = 0;  // mean distinct experts per set
+  for (int set = 0; set < kSets; ++set) {
+    std::vector<bool> seen(E);
+    for (size_t i = 0; i < pairs; ++i) seen[hid[set * pairs + i]] = true;  // NOLINT
+    distinct += static_cast<double>(std::count(seen.begin(), seen.end(), true)) / kSets;
+  }
+  cudaMemset(gb.get(), 0x11, gb.bytes());
+  cudaMemset(gs.get(), 120, gs.bytes());
+  cudaMemset(db.get(), 0x11, db.bytes());
+  cudaMemset(ds.get(), 120, ds.bytes());
+  for (auto* b : {&gbias, &dbias, &x, &res, &w}) cudaMemset(b->get(), 0, b->bytes());
+  MoeGateUpParams gp{gb.get(), gs.get(), gbias.get(), x.get(),     ids.get(), act.get(), c.batch,
+                     c.k,      c.hidden, c.inter,     c.n_experts, 1.702f,    7.f};
+  MoeDownParams dp{db.get(),  ds.get(), dbias.get(), act.get(), ids.get(), w.get(),
+                   res.get(), c.batch,  c.k,         c.hidden,  c.inter,   c.n_experts};
+  dp.part = part.get();
+  // Bytes: the distinct routed experts' weights (17/16 byte per 2 values).
+  CaseRun r{gp,
+            dp,
+            ids.get(),
+            pairs,
+            distinct * 2 * I * H / 2 * 17.0 / 16,
+            distinct * H * I / 2 * 17.0 / 16,
+            ceil,
+            c.name,
+            pipe_filter};
+  std::printf("%s: %.2f distinct experts per launch (%zu routed pairs)\n", c.name, distinct, pairs);
+  return time_kernels(r) && time_pairs(r);
+}
+
+}  // namespace
+
 // Optional filters (for profilers): argv[1] = substring of the case name, argv[2] = pipe.
 int main(int argc, char** argv) {
   using namespace gossamer::kern;
@@ -113,85 +225,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || std::string("probe").find(argv[1]) != std::string::npos) bulk_probe(ceil);
   for (const auto& c : kMoeCases) {
     if (argc > 1 && std::string(c.name).find(argv[1]) == std::string::npos) continue;
-    const size_t H = c.hidden, I = c.inter, E = c.n_experts, pairs = c.batch * c.k;
-    testing::DevBuf<uint8_t> gb(E * 2 * I * H / 2), gs(E * 2 * I * H / 32), db(E * H * I / 2),
-        ds(E * H * I / 32);
-    testing::DevBuf<float> gbias(E * 2 * I), dbias(E * H), x(c.batch * H), res(c.batch * H),
-        w(pairs), act(pairs * I);
-    testing::DevBuf<int32_t> ids(kSets * pairs);
-    testing::DevBuf<float> part(pairs * H);
-    std::vector<int32_t> hid;
-    std::vector<float> hw;
-    std::mt19937_64 rng(1234);
-    moetest::route(rng, kSets * c.batch, c.k, c.n_experts, &hid, &hw);
-    ids.upload(hid);
-    double distinct = 0;  // mean distinct experts per set
-    for (int set = 0; set < kSets; ++set) {
-      std::vector<bool> seen(E);
-      for (size_t i = 0; i < pairs; ++i) seen[hid[set * pairs + i]] = true;  // NOLINT
-      distinct += static_cast<double>(std::count(seen.begin(), seen.end(), true)) / kSets;
-    }
-    cudaMemset(gb.get(), 0x11, gb.bytes());
-    cudaMemset(gs.get(), 120, gs.bytes());
-    cudaMemset(db.get(), 0x11, db.bytes());
-    cudaMemset(ds.get(), 120, ds.bytes());
-    cudaMemset(gbias.get(), 0, gbias.bytes());
-    cudaMemset(dbias.get(), 0, dbias.bytes());
-    cudaMemset(x.get(), 0, x.bytes());
-    cudaMemset(res.get(), 0, res.bytes());
-    cudaMemset(w.get(), 0, w.bytes());
-    MoeGateUpParams gp{gb.get(), gs.get(), gbias.get(), x.get(),     ids.get(), act.get(), c.batch,
-                       c.k,      c.hidden, c.inter,     c.n_experts, 1.702f,    7.f};
-    MoeDownParams dp{db.get(),  ds.get(), dbias.get(), act.get(), ids.get(), w.get(),
-                     res.get(), c.batch,  c.k,         c.hidden,  c.inter,   c.n_experts};
-    dp.part = part.get();
-    // Bytes: the distinct routed experts' weights (17/16 byte per 2 values).
-    const double gu_bytes = distinct * 2 * I * H / 2 * 17.0 / 16,
-                 dn_bytes = distinct * H * I / 2 * 17.0 / 16;
-    std::printf("%s: %.2f distinct experts per launch (%zu routed pairs)\n", c.name, distinct,
-                pairs);
-    for (const Variant& v : kVariants) {
-      if (argc > 2 && v.pipe != std::atoi(argv[2])) continue;
-      gp.pipe = v.pipe == 2 ? 0 : v.pipe;
-      dp.pipe = v.pipe;
-      gp.pdl = dp.pdl = v.pdl;
-      const std::string tag = " [pipe " + std::to_string(v.pipe) + (v.pdl ? " pdl]" : "]");
-      int it = 0;
-      double ms = testing::time_ms(
-          [&] {
-            gp.ids = ids.get() + (it++ % kSets) * pairs;
-            (void)launch_moe_gate_up(gp, 0);
-          },
-          64);
-      testing::print_bench_line("moe_gate_up " + std::string(c.name) + tag, gu_bytes, ms, ceil);
-      ms = testing::time_ms(
-          [&] {
-            dp.ids = ids.get() + (it++ % kSets) * pairs;
-            (void)launch_moe_down(dp, 0);
-          },
-          64);
-      testing::print_bench_line("moe_down " + std::string(c.name) + tag, dn_bytes, ms, ceil);
-      if (!device_ok(c.name + tag)) return 1;
-    }
-    for (const PairVariant& v : kPairs) {
-      if (argc > 2 && v.gu_pipe != std::atoi(argv[2])) continue;
-      gp.pipe = v.gu_pipe;
-      dp.pipe = v.dn_pipe;
-      gp.pdl = dp.pdl = v.pdl;
-      int it = 0;
-      const double ms = testing::time_ms(
-          [&] {
-            gp.ids = dp.ids = ids.get() + (it++ % kSets) * pairs;
-            (void)launch_moe_gate_up(gp, 0);
-            (void)launch_moe_down(dp, 0);
-          },
-          64);
-      const std::string tag = " [gate_up pipe " + std::to_string(v.gu_pipe) + " + down pipe " +
-                              std::to_string(v.dn_pipe) + (v.pdl ? " pdl]" : "]");
-      testing::print_bench_line("moe step " + std::string(c.name) + tag, gu_bytes + dn_bytes, ms,
-                                ceil);
-      if (!device_ok(c.name + tag)) return 1;
-    }
+    if (!bench_case(c, argc > 2 ? std::atoi(argv[2]) : -1, ceil)) return 1;
   }
   return 0;
 }

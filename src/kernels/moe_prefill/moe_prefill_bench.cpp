@@ -29,6 +29,50 @@ void line(const std::string& what, double flop, double bytes, double ms, double 
               100 * gbs / copy_gbs);
 }
 
+// A case's work: FLOPs and weight bytes of each GEMM, the copy ceiling, iterations per timing.
+struct Costs {
+  double gu_flop, dn_flop, gu_bytes, dn_bytes, copy_gbs;
+  int iters;
+};
+
+// GEMM variant v: the whole call (5 kernels), then its two grouped GEMMs alone on the
+// workspace the whole call left (transposed variants in both grid orders).
+void time_variant(MoePrefillParams p, int v, const Costs& k) {
+  const auto l = moe_prefill::make_layout(p.tokens, p.k, p.hidden, p.inter, p.n_experts);
+  auto* base = static_cast<uint8_t*>(p.workspace);
+  moe_prefill::GemmArgs g;
+  g.perm = reinterpret_cast<const int32_t*>(base + l.perm);
+  g.offsets = reinterpret_cast<const int32_t*>(base + l.offsets);
+  g.ntiles = reinterpret_cast<const int32_t*>(base + l.ntiles);
+  g.tiles = reinterpret_cast<const int2*>(base + l.tiles);
+  g.k = p.k;
+  auto* act = reinterpret_cast<uint16_t*>(base + l.act);
+  const std::string tag = " [v" + std::to_string(v) + "]";
+  p.gemm_variant = v;  // whole call first: leaves xb / act in this variant's k order
+  double ms = testing::time_ms([&] { (void)launch_moe_prefill(p, 0); }, k.iters);
+  line("whole (5 kernels)" + tag, k.gu_flop + k.dn_flop, k.gu_bytes + k.dn_bytes, ms, k.copy_gbs);
+  g.variant = v;  // the tile list in the workspace is this variant's (variant_bm rows)
+  g.max_tiles = moe_prefill::max_tiles_for(static_cast<size_t>(p.tokens) * p.k, p.n_experts,
+                                           moe_prefill::variant_bm(v));
+  // Transposed variants: both grid orders (the library uses cols_first = true).
+  for (const bool cf : {true, false}) {
+    if (!cf && v < moe_prefill::kTransVariant) break;
+    const std::string o = v < moe_prefill::kTransVariant ? "" : cf ? " cols" : " tiles";
+    g.cols_first = cf;
+    g.blocks = p.gu_blocks, g.scales = p.gu_scales, g.bias = p.gu_bias;
+    g.a = reinterpret_cast<const uint16_t*>(base + l.xb);
+    g.act = act, g.y = nullptr, g.weights = nullptr;
+    g.N = 2 * p.inter, g.K = p.hidden;
+    ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_gate_up(g, 0); }, k.iters);
+    line("gate_up GEMM + SwiGLU" + tag + o, k.gu_flop, k.gu_bytes, ms, k.copy_gbs);
+    g.blocks = p.dn_blocks, g.scales = p.dn_scales, g.bias = p.dn_bias;
+    g.a = act, g.act = nullptr, g.y = reinterpret_cast<float*>(base + l.y);
+    g.weights = p.weights, g.N = p.hidden, g.K = p.inter;
+    ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_down(g, 0); }, k.iters);
+    line("down GEMM (+bias, x weight)" + tag + o, k.dn_flop, k.dn_bytes, ms, k.copy_gbs);
+  }
+}
+
 void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng,
                 const std::vector<int>& variants) {
   const size_t H = c.hidden, I = c.inter, E = c.n_experts, T = c.tokens;
@@ -72,45 +116,12 @@ void bench_case(const MoePrefillCase& c, double copy_gbs, std::mt19937_64& rng,
   const double gu_bytes = ne * 2 * I * H / 2 * 17 / 16, dn_bytes = ne * H * I / 2 * 17 / 16;
   const int iters = T >= 2048 ? 20 : 50;
   std::printf("%s (%zu of %zu experts used)\n", c.name, used.size(), E);
-  const auto l = moe_prefill::make_layout(c.tokens, c.k, c.hidden, c.inter, c.n_experts);
-  auto* base = static_cast<uint8_t*>(p.workspace);
-  moe_prefill::GemmArgs g;
-  g.perm = reinterpret_cast<const int32_t*>(base + l.perm);
-  g.offsets = reinterpret_cast<const int32_t*>(base + l.offsets);
-  g.ntiles = reinterpret_cast<const int32_t*>(base + l.ntiles);
-  g.tiles = reinterpret_cast<const int2*>(base + l.tiles);
-  g.k = c.k;
-  auto* act = reinterpret_cast<uint16_t*>(base + l.act);
   p.gemm_variant = -1;
   const int def = moe_prefill::pick_variant(static_cast<long long>(pairs), c.n_experts);
+  const Costs k{gu_flop, dn_flop, gu_bytes, dn_bytes, copy_gbs, iters};
   line("whole, default (v" + std::to_string(def) + ")", gu_flop + dn_flop, gu_bytes + dn_bytes,
        testing::time_ms([&] { (void)launch_moe_prefill(p, 0); }, iters), copy_gbs);
-  for (int v : variants) {
-    const std::string tag = " [v" + std::to_string(v) + "]";
-    p.gemm_variant = v;  // whole call first: leaves xb / act in this variant's k order
-    double ms = testing::time_ms([&] { (void)launch_moe_prefill(p, 0); }, iters);
-    line("whole (5 kernels)" + tag, gu_flop + dn_flop, gu_bytes + dn_bytes, ms, copy_gbs);
-    g.variant = v;  // the tile list in the workspace is this variant's (variant_bm rows)
-    g.max_tiles = moe_prefill::max_tiles_for(static_cast<size_t>(pairs), c.n_experts,
-                                             moe_prefill::variant_bm(v));
-    // Transposed variants: both grid orders (the library uses cols_first = true).
-    for (const bool cf : {true, false}) {
-      if (!cf && v < moe_prefill::kTransVariant) break;
-      const std::string o = v < moe_prefill::kTransVariant ? "" : cf ? " cols" : " tiles";
-      g.cols_first = cf;
-      g.blocks = gb.get(), g.scales = gs.get(), g.bias = gbias.get();
-      g.a = reinterpret_cast<const uint16_t*>(base + l.xb);
-      g.act = act, g.y = nullptr, g.weights = nullptr;
-      g.N = 2 * c.inter, g.K = c.hidden;
-      ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_gate_up(g, 0); }, iters);
-      line("gate_up GEMM + SwiGLU" + tag + o, gu_flop, gu_bytes, ms, copy_gbs);
-      g.blocks = db.get(), g.scales = ds.get(), g.bias = dbias.get();
-      g.a = act, g.act = nullptr, g.y = reinterpret_cast<float*>(base + l.y);
-      g.weights = w.get(), g.N = c.hidden, g.K = c.inter;
-      ms = testing::time_ms([&] { (void)moe_prefill::launch_gemm_down(g, 0); }, iters);
-      line("down GEMM (+bias, x weight)" + tag + o, dn_flop, dn_bytes, ms, copy_gbs);
-    }
-  }
+  for (int v : variants) time_variant(p, v, k);
 }
 
 }  // namespace

@@ -152,21 +152,15 @@ __device__ __forceinline__ void store_xn_share(const NormRouterParams& p,
   });
 }
 
-template <int BT, int RPW>
-__global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterParams p) {
-  __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
-  cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int csize = static_cast<int>(cluster.num_blocks());
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
-  const int e0 = (rank * kWarps + warp) * RPW;  // this warp's first expert
+// Before the wait: the norm gains (per float4 of x this thread stages when kStaged, else per
+// GEMV chunk of the lane) and the warp's RPW router rows from expert e0 (rows past n_experts
+// load nothing), 16 bytes per chunk.
+template <bool kStaged, int RPW>
+__device__ __forceinline__ void load_gains_and_rows(const NormRouterParams& p, int e0, int lane,
+                                                    uint2 (&gq)[kMaxF4],
+                                                    uint4 (&gr)[kStaged ? 1 : kMaxChunks],
+                                                    uint4 (&wr)[RPW][kMaxChunks]) {
   const int nch = p.hidden / 8;
-  // Weights and norm gains into registers before the wait (rows past n_experts load nothing).
-  // The gains: per float4 of x this thread stages (tiles <= kStageBT), else per GEMV chunk.
-  constexpr bool kStaged = BT <= kStageBT;
-  uint4 wr[RPW][kMaxChunks], gr[kStaged ? 1 : kMaxChunks];
-  uint2 gq[kMaxF4];
   if constexpr (kStaged) {
 #pragma unroll
     for (int m = 0; m < kMaxF4; ++m) {
@@ -192,6 +186,22 @@ __global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterPara
           (e0 + r < p.n_experts && k < nch) ? ld_stream16(row + 8 * k) : make_uint4(0, 0, 0, 0);
     }
   }
+}
+
+template <int BT, int RPW>
+__global__ void __launch_bounds__(kThreads) norm_router_topk_wide(NormRouterParams p) {
+  __shared__ float logit_s[BT][kMaxExperts];  // used in the leader block (rank 0)
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int csize = static_cast<int>(cluster.num_blocks());
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int b0 = blockIdx.y * BT, nb = min(BT, p.batch - b0);
+  const int e0 = (rank * kWarps + warp) * RPW;  // this warp's first expert
+  // Weights and norm gains into registers before the wait.
+  constexpr bool kStaged = BT <= kStageBT;
+  uint4 wr[RPW][kMaxChunks], gr[kStaged ? 1 : kMaxChunks];
+  uint2 gq[kMaxF4];
+  load_gains_and_rows<kStaged, RPW>(p, e0, lane, gq, gr, wr);
   float bias[RPW];
   router_detail::load_router_bias<RPW>(p, e0, p.n_experts - e0, bias);
   // Split cluster barrier: arrive now, wait before the first DSMEM store (every block of the
