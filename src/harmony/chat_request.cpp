@@ -1,5 +1,6 @@
 #include "harmony/chat_request.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -93,6 +94,17 @@ Status parse_tool(const Json& tool, const std::string& p, ChatRequest& out) {
     return InvalidArgument(p + ".function.name: missing or not a non-empty string");
   }
   ft.name = name->get<std::string>();
+  // The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
+  // special token: a name with either could be offered but never called back.
+  const bool breaks_header = ft.name.find("<|") != std::string::npos ||
+                             std::any_of(ft.name.begin(), ft.name.end(), [](char c) {
+                               return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
+                             });
+  if (breaks_header) {
+    return InvalidArgument(p + ".function.name: '" + ft.name +
+                           "' contains whitespace, a control character or '<|' (the model "
+                           "calls a tool as to=functions.NAME, which ends there)");
+  }
   if (auto d = fn->find("description"); d != fn->end() && !d->is_null()) {
     if (!d->is_string()) return wrong_type(p + ".function.description", "a string", *d);
     ft.description = d->get<std::string>();
