@@ -273,7 +273,10 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
   size_t offset = 0;
   if (!conversation(ctx, body, *s, &offset, &err)) return send_error(res, err);
   if (!responses_to_chat(body, s->items, offset, &chat, &err)) return send_error(res, err);
-  if (!start_chat_job(ctx, chat, Endpoint::kResponses, &s->job, &err)) return send_error(res, err);
+  if (!start_chat_job(ctx, chat, Endpoint::kResponses, &s->job, &err)) {
+    to_responses_fields(&err);
+    return send_error(res, err);
+  }
   s->rb = std::make_unique<ResponseBuilder>(ctx, base_response(ctx, body, *s));
   if (s->job.ro.stream) {
     res.set_header("Cache-Control", "no-cache");

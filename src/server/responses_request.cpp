@@ -3,6 +3,9 @@
 // response_format, reasoning.effort and the sampling fields. Errors name the field.
 #include "server/responses_request.h"
 
+#include <regex>
+#include <utility>
+
 namespace gossamer::server {
 
 namespace {
@@ -170,6 +173,17 @@ bool responses_to_chat(const json& b, const json& items, size_t offset, json* ch
     if (b.contains(k)) (*chat)[k] = b[k];
   }
   return true;
+}
+
+void to_responses_fields(ApiError* err) {
+  static const std::pair<std::regex, const char*> kMap[] = {
+      {std::regex(R"((tools\[\d+\]|tool_choice)\.function\.)"), "$1."},
+      {std::regex(R"(response_format(\.json_schema)?)"), "text.format"},
+  };
+  for (const auto& [re, to] : kMap) {
+    err->message = std::regex_replace(err->message, re, to);
+    err->param = std::regex_replace(err->param, re, to);
+  }
 }
 
 }  // namespace gossamer::server

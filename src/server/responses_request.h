@@ -15,4 +15,9 @@ bool responses_input_items(const json& body, json* items, ApiError* err);
 bool responses_to_chat(const json& body, const json& items, size_t offset, json* chat,
                        ApiError* err);
 
+// An error of the chat request built by responses_to_chat, in the Responses API's field names:
+// its tools are flat (chat's "tools[i].function.name" is "tools[i].name") and its output format
+// is text.format (chat's "response_format.json_schema.schema" is "text.format.schema").
+void to_responses_fields(ApiError* err);
+
 }  // namespace gossamer::server

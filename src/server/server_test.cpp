@@ -5,6 +5,7 @@
 #include "common/test_seed.h"
 #include "server/http_util.h"
 #include "server/params.h"
+#include "server/responses_request.h"
 #include "server/stop_filter.h"
 
 namespace gossamer::server {
@@ -198,6 +199,27 @@ TEST(Params, SubmitErrorNamesTheEndpointsField) {
       submit_error(ResourceExhausted("the request queue is full"), Endpoint::kCompletions, 4, 10);
   EXPECT_EQ(full.http_status, 429);
   EXPECT_EQ(full.param, "");
+}
+
+// Chat request errors reported on /v1/responses name the Responses API's (flat) tool fields.
+TEST(Errors, ResponsesNameTheirToolFields) {
+  ApiError e = bad_request("tools[12].function.name: 'a b' contains whitespace", "");
+  e.param = "tools[12].function.name";
+  to_responses_fields(&e);
+  EXPECT_EQ(e.param, "tools[12].name");
+  EXPECT_EQ(e.message, "tools[12].name: 'a b' contains whitespace");
+  ApiError c = bad_request("tool_choice.function.name: 'g' is not one of the request's tools",
+                           "tool_choice.function.name");
+  to_responses_fields(&c);
+  EXPECT_EQ(c.param, "tool_choice.name");
+  ApiError m = bad_request("messages[0].role: unknown role", "messages[0].role");
+  to_responses_fields(&m);
+  EXPECT_EQ(m.param, "messages[0].role");  // other fields unchanged
+  ApiError f = bad_request("response_format.json_schema.schema: not an object",
+                           "response_format.json_schema.schema");
+  to_responses_fields(&f);
+  EXPECT_EQ(f.param, "text.format.schema");
+  EXPECT_EQ(f.message, "text.format.schema: not an object");
 }
 
 TEST(Http, ContentLengthMustBeOneDecimalCount) {
