@@ -272,8 +272,11 @@ __global__ void __launch_bounds__((kWarps + 1) * 32, 1)
 __global__ void moe_combine_f32(MoeDownParams p) {
   const int b = blockIdx.y, h = blockIdx.x * blockDim.x + threadIdx.x;
   const bool live = h < p.hidden;
-  float w[8], bias[8];                     // k <= 8 (launch_moe_down_grouped)
-  for (int j = 0; j < p.k && live; ++j) {  // ids / weights final before the wait (params.h)
+  // k <= 8 (launch_moe_down_grouped); loops unrolled over 8 so w / bias stay in registers.
+  float w[8] = {}, bias[8] = {};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {  // ids / weights final before the wait (params.h)
+    if (j >= p.k || !live) continue;
     const int e = min(max(p.ids[b * p.k + j], 0), p.n_experts - 1);
     w[j] = p.weights[b * p.k + j], bias[j] = p.bias[static_cast<size_t>(e) * p.hidden + h];
   }
@@ -281,8 +284,11 @@ __global__ void moe_combine_f32(MoeDownParams p) {
   pdl_trigger();
   if (!live) return;
   float sum = 0.f;
-  for (int j = 0; j < p.k; ++j)
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    if (j >= p.k) continue;
     sum = fmaf(w[j], p.part[(static_cast<size_t>(b) * p.k + j) * p.hidden + h] + bias[j], sum);
+  }
   float* dst = p.resid + static_cast<size_t>(b) * p.hidden + h;
   *dst = *dst + sum;
 }
