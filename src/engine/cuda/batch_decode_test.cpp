@@ -174,8 +174,12 @@ TEST(CudaBatchDecode, SmallPrefillPathBatchesUseGroupedMoe) {
   }
   const auto a = cudatest::row_stats(e_on, 1e-2, "12-row batches, grouped MoE vs cpu");
   const auto b = cudatest::row_stats(e_off, 1e-2, "12-row batches, moe_prefill vs cpu");
+  // A row may move by up to ~1 where a near-tied top-2-of-32 choice flips under the bf16
+  // activations of the prefill path: H100 2026-11-28, GOSSAMER_SEED=13493965426009767260, one row
+  // at 0.529 with the grouped kernels and with moe_prefill alike (the flip bound of
+  // prefill_test_bounds.h). A wrong kernel moves most rows (the medians).
   EXPECT_LE(a.median, 3e-2);
-  EXPECT_LE(a.max, 0.5);
+  EXPECT_LE(a.max, 1.0);
   EXPECT_LE(b.median, 3e-2);
   EXPECT_GT(differ, 0) << "the option changed nothing: the grouped kernels did not run";
 }
