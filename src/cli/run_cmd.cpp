@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "common/file_util.h"
 #include "common/npy.h"
 #include "engine/cpu_runner.h"
 #include "model/weights.h"
@@ -87,8 +88,9 @@ Status run_logits(const RunArgs& a) {
 Result<std::shared_ptr<const Tokenizer>> find_tokenizer(const RunArgs& a, bool required) {
   std::string path = a.tokenizer;
   if (path.empty()) {
-    const auto p = std::filesystem::path(a.model) / "tokenizer.json";
-    if (std::filesystem::exists(p)) path = p.string();
+    path = model_dir_file(a.model,
+                          "tokenizer.json");  // MODEL/ (or, for MODEL/original, the snapshot's)
+    if (!std::filesystem::exists(path)) path.clear();
   }
   if (path.empty()) {
     if (required)

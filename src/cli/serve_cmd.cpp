@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/demo_model.h"
+#include "common/file_util.h"
 #include "engine/cpu_runner.h"
 #include "model/config.h"
 #include "model/synth.h"
@@ -90,13 +91,13 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   if (*demo) {
     GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer, "gossamer serve"));
   }
-  std::string tok_path = dir + "/tokenizer.json";
+  std::string tok_path =
+      model_dir_file(dir, "tokenizer.json");  // DIR/ (or, for DIR/original, the snapshot's)
   if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
     GS_ASSIGN_OR_RETURN(tok_path, find_tokenizer(a.tokenizer));
   }
   GS_ASSIGN_OR_RETURN(b.tok, Tokenizer::load(tok_path));
-  b.name = a.served_name.empty() ? (*demo ? "gossamer-demo" : fs::path(dir).filename().string())
-                                 : a.served_name;
+  b.name = a.served_name.empty() ? (*demo ? "gossamer-demo" : model_dir_name(dir)) : a.served_name;
   if (a.backend == "fake") {  // weights-free hash model (load tests); config from the dir
     GS_ASSIGN_OR_RETURN(ModelConfig cfg, load_config(dir));
     GS_ASSIGN_OR_RETURN(b.generation_eos, server::read_generation_eos(dir, cfg.vocab_size));

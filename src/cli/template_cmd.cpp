@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/file_util.h"
 #include "common/json_depth.h"
 #include "harmony/parser.h"
 #include "harmony/render.h"
@@ -118,7 +119,7 @@ Result<std::vector<int32_t>> read_ids(const std::string& text, bool json_array) 
 
 int run_template(const TemplateArgs& a) {
   const std::string path =
-      a.tokenizer_path.empty() ? a.model_dir + "/tokenizer.json" : a.tokenizer_path;
+      a.tokenizer_path.empty() ? model_dir_file(a.model_dir, "tokenizer.json") : a.tokenizer_path;
   auto tok = Tokenizer::load(path);
   if (!tok.ok()) {
     std::fprintf(stderr, "apply-template: %s\n", tok.status().ToString().c_str());

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "common/file_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gossamer::cli {
@@ -31,7 +32,7 @@ Result<std::shared_ptr<const Tokenizer>> open_tokenizer(const TokOptions& o) {
   if (o.tokenizer_path.empty() == o.model_dir.empty()) {
     return InvalidArgument("give exactly one of --tokenizer FILE or --model DIR");
   }
-  return Tokenizer::load(o.tokenizer_path.empty() ? o.model_dir + "/tokenizer.json"
+  return Tokenizer::load(o.tokenizer_path.empty() ? model_dir_file(o.model_dir, "tokenizer.json")
                                                   : o.tokenizer_path);
 }
 

@@ -137,5 +137,30 @@ TEST(ThreadPool, CoversRangeExactlyOnce) {
   }
 }
 
+// A model directory's files: its own, else (for a snapshot's original/ directory) the
+// snapshot's; the served name skips the original/ level and trailing separators.
+TEST(ModelDirFile, OriginalDirectoryFallsBackToTheSnapshot) {
+  TempDir t("model_dir_file");
+  const std::filesystem::path snap = t.path / "gpt-oss-20b", orig = snap / "original";
+  std::filesystem::create_directories(orig);
+  std::ofstream(snap / "tokenizer.json") << "{}";
+  EXPECT_EQ(model_dir_file(orig.string(), "tokenizer.json"), (snap / "tokenizer.json").string());
+  EXPECT_EQ(model_dir_file(orig.string() + "/", "tokenizer.json"),
+            (snap / "tokenizer.json").string());
+  EXPECT_EQ(model_dir_file(snap.string(), "tokenizer.json"), (snap / "tokenizer.json").string());
+  // Neither has it: the directory's own path, which a read then names.
+  EXPECT_EQ(model_dir_file(orig.string(), "generation_config.json"),
+            (orig / "generation_config.json").string());
+  std::ofstream(orig / "tokenizer.json") << "{}";  // its own file wins
+  EXPECT_EQ(model_dir_file(orig.string(), "tokenizer.json"), (orig / "tokenizer.json").string());
+  // Only a directory named original/ looks one level up.
+  const std::filesystem::path other = snap / "other";
+  std::filesystem::create_directories(other);
+  EXPECT_EQ(model_dir_file(other.string(), "tokenizer.json"), (other / "tokenizer.json").string());
+  EXPECT_EQ(model_dir_name(orig.string()), "gpt-oss-20b");
+  EXPECT_EQ(model_dir_name(snap.string() + "//"), "gpt-oss-20b");
+  EXPECT_EQ(model_dir_name(other.string()), "other");
+}
+
 }  // namespace
 }  // namespace gossamer

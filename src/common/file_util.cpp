@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace gossamer {
 namespace {
@@ -52,6 +53,35 @@ Result<std::string> read_regular_file(const std::string& path) {
       return IoError(path + ": read error: " + std::strerror(errno));
     }
   }
+}
+
+namespace {
+
+// DIR without trailing separators (so that "m/original/" has the file name "original").
+std::filesystem::path clean_dir(const std::string& dir) {
+  std::filesystem::path p(dir);
+  while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+  return p;
+}
+
+}  // namespace
+
+std::string model_dir_file(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  const std::filesystem::path d = clean_dir(dir);
+  if (!std::filesystem::exists(d / name, ec) && d.filename() == "original") {
+    const auto up = d.parent_path() / name;
+    if (std::filesystem::exists(up, ec)) return up.string();
+  }
+  return (d / name).string();
+}
+
+std::string model_dir_name(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path d = std::filesystem::absolute(dir, ec);
+  d = clean_dir((ec ? std::filesystem::path(dir) : d).lexically_normal().string());
+  if (d.filename() == "original" && d.has_parent_path()) d = d.parent_path();
+  return d.filename().string();
 }
 
 }  // namespace gossamer

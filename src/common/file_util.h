@@ -17,4 +17,12 @@ namespace gossamer {
 //   IoError     "PATH: cannot open: <reason>" / "PATH: read error: <reason>" otherwise.
 Result<std::string> read_regular_file(const std::string& path);
 
+// File `name` of a model directory: DIR/name, or, for the `original/` directory of a gpt-oss
+// snapshot (OpenAI's layout ships no tokenizer.json or generation_config.json), the snapshot's
+// DIR/../name when only that exists. When neither exists: DIR/name (a read then names it).
+std::string model_dir_file(const std::string& dir, const std::string& name);
+// A name for the model in DIR: the directory's name (the snapshot's for DIR/original), without
+// trailing separators.
+std::string model_dir_name(const std::string& dir);
+
 }  // namespace gossamer

@@ -263,6 +263,11 @@ Result<ModelConfig> parse_config_json(const std::string& text, const std::string
   }
   if (!root.is_object()) return InvalidArgument(source + ": top level is not a JSON object");
   ModelConfig cfg;
+  if (is_original_config(root)) {  // openai/gpt-oss's layout: its fields mapped (config_original)
+    Result<json> hf = original_to_hf(root);
+    if (!hf.ok()) return hf.status().With(source);
+    root = std::move(*hf);
+  }
   Status s = parse_fields(root, &cfg);
   if (s.ok()) s = cfg.validate();
   if (!s.ok()) return s.With(source);

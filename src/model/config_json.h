@@ -63,4 +63,10 @@ Status parse_rope(const json& root, ModelConfig* cfg);
 // Range checks of the rope fields (part of ModelConfig::validate()).
 Status validate_rope(const ModelConfig& c);
 
+// OpenAI's own layout (the `original/` directory of a snapshot): its config.json has
+// `num_experts` / `rope_scaling_factor` / `rope_ntk_*` and no model_type (config_original.cpp).
+bool is_original_config(const json& root);
+// That config as the Hugging Face fields (defaults of torch/model.py's ModelConfig filled in).
+Result<json> original_to_hf(const json& root);
+
 }  // namespace gossamer::config_json

@@ -9,8 +9,10 @@
 #include "common/mapped_read.h"
 #include "common/numerics.h"
 #include "common/thread_pool.h"
+#include "model/binder.h"
 #include "model/finite_check.h"
 #include "model/safetensors.h"
+#include "model/weights_original.h"
 
 namespace gossamer {
 
@@ -120,87 +122,7 @@ float TensorRef::get(int64_t i) const {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-std::string dtypes_str(std::initializer_list<DType> ds) {
-  std::string s;
-  for (DType d : ds) s += (s.empty() ? "" : "|") + std::string(dtype_name(d));
-  return s;
-}
-
-// What a tensor's values must satisfy (a NaN / inf float or a NaN E8M0 scale is a corrupt
-// checkpoint); MXFP4 blocks can hold no non-finite value.
-enum class Values { kAny, kFinite, kScales };
-
-// Looks tensors up in the store and checks dtype, shape and values (the large scans split over
-// `pool`).
-class Binder {
- public:
-  Binder(const TensorStore& store, ThreadPool* pool) : store_(store), pool_(pool) {}
-
-  Status bind(const std::string& name, std::initializer_list<DType> dtypes,
-              const std::vector<int64_t>& shape, Values values, TensorRef* out) const {
-    const std::string expect = dtypes_str(dtypes) + " " + shape_str(shape);
-    if (!store_.contains(name)) {
-      return NotFound("tensor '" + name + "' (expected " + expect + ") not found in " +
-                      store_.describe());
-    }
-    GS_ASSIGN_OR_RETURN(TensorRef t, store_.get(name));
-    bool dtype_ok = false;
-    for (DType d : dtypes) dtype_ok = dtype_ok || d == t.dtype;
-    if (!dtype_ok || t.shape != shape) {
-      return InvalidArgument("tensor '" + name + "' in " + store_.file_of(name) + ": expected " +
-                             expect + ", found " + dtype_name(t.dtype) + " " + shape_str(t.shape));
-    }
-    // Consumers read elements through typed pointers: require natural alignment (mmaps are
-    // page-aligned, so this is the file offset's alignment).
-    if (store_.offset_of(name) % dtype_size(t.dtype) != 0) {
-      return Unsupported("tensor '" + name + "' in " + store_.file_of(name) + " starts at byte " +
-                         "offset " + std::to_string(store_.offset_of(name)) + ", not aligned to " +
-                         std::to_string(dtype_size(t.dtype)) + " bytes");
-    }
-    GS_RETURN_IF_ERROR(check_values(name, t, values));
-    *out = std::move(t);
-    return Status::Ok();
-  }
-  // A float matrix or vector: BF16 (every published gpt-oss checkpoint), or F16 / F32 (e.g.
-  // save_pretrained of a float16 / float32 model). Consumers convert per row (cpu_ops) or
-  // refuse non-BF16 with a message (the CUDA uploader).
-  Status flt(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kBF16, DType::kF16, DType::kF32}, shape, Values::kFinite, out);
-  }
-  // MXFP4 blocks (any byte) and E8M0 scales (any byte but 0xFF).
-  Status blocks(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kU8}, shape, Values::kAny, out);
-  }
-  Status scales(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
-    return bind(name, {DType::kU8}, shape, Values::kScales, out);
-  }
-  bool has(const std::string& name) const { return store_.contains(name); }
-
- private:
-  Status check_values(const std::string& name, const TensorRef& t, Values values) const {
-    if (values == Values::kAny) return Status::Ok();
-    const bool scales = values == Values::kScales;
-    const ValueScan r = scales ? first_nan_scale(t, pool_) : first_nonfinite(t, pool_);
-    if (r.fault_byte >= 0) {
-      return IoError("tensor '" + name + "' in " + store_.file_of(name) + ": " +
-                     mapped_read_fault("reading byte offset " +
-                                       std::to_string(store_.offset_of(name) + r.fault_byte) +
-                                       " of the file"));
-    }
-    const int64_t i = r.first;
-    if (i < 0) return Status::Ok();
-    return nonfinite_error(name, store_.file_of(name), store_.offset_of(name), t, i,
-                           scales ? "the E8M0 scale 0xFF (NaN)" : nonfinite_kind(t, i));
-  }
-  const TensorStore& store_;
-  ThreadPool* pool_;
-};
+using model_bind::Binder;
 
 // Which expert layout layer 0 uses: the tensors present decide; when both layouts are present
 // the config's quantization_config breaks the tie.
@@ -267,9 +189,12 @@ Status bind_layer(const ModelConfig& c, const Binder& b, int64_t i, ExpertFormat
   return b.flt(x + "down_proj_bias", {e, h}, &w->down_b);
 }
 
-// A tensor of a layer index >= num_hidden_layers means the config does not match the weights.
-Status check_extra_layers(const ModelConfig& c, const TensorStore& store) {
-  const std::string prefix = "model.layers.";
+}  // namespace
+
+namespace model_bind {
+
+Status check_extra_layers(const ModelConfig& c, const TensorStore& store,
+                          const std::string& prefix) {
   for (const std::string& name : store.names()) {
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     int64_t idx = 0;
@@ -288,7 +213,7 @@ Status check_extra_layers(const ModelConfig& c, const TensorStore& store) {
   return Status::Ok();
 }
 
-}  // namespace
+}  // namespace model_bind
 
 Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& store) {
   GS_RETURN_IF_ERROR(cfg.validate());
@@ -296,10 +221,9 @@ Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& sto
   const Binder b(store, &pool);
   ModelWeights w;
   const int64_t v = cfg.vocab_size, h = cfg.hidden_size;
-  if (!store.contains("model.embed_tokens.weight") && store.contains("embedding.weight")) {
-    return Unsupported(store.describe() + " uses the original openai/gpt-oss tensor names " +
-                       "('embedding.weight', 'block.N...'); load the Hugging Face layout instead " +
-                       "(the model directory itself, not its original/ subdirectory)");
+  if (model_bind::is_original_layout(store)) {  // openai/gpt-oss names (weights_original.cpp)
+    GS_RETURN_IF_ERROR(model_bind::bind_original(cfg, b, &w));
+    return w;
   }
   GS_RETURN_IF_ERROR(b.flt("model.embed_tokens.weight", {v, h}, &w.embed));
   const ExpertFormat f = detect_expert_format(cfg, b);
@@ -307,7 +231,7 @@ Result<ModelWeights> bind_weights(const ModelConfig& cfg, const TensorStore& sto
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
     GS_RETURN_IF_ERROR(bind_layer(cfg, b, i, f, &w.layers[static_cast<size_t>(i)]));
   }
-  GS_RETURN_IF_ERROR(check_extra_layers(cfg, store));
+  GS_RETURN_IF_ERROR(model_bind::check_extra_layers(cfg, store, "model.layers."));
   GS_RETURN_IF_ERROR(b.flt("model.norm.weight", {h}, &w.final_norm));
   if (cfg.tie_word_embeddings) {
     w.lm_head = w.embed;

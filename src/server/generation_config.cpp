@@ -1,6 +1,5 @@
 #include "server/generation_config.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
@@ -24,8 +23,7 @@ std::string brief(const json& v) {
 }  // namespace
 
 Result<std::vector<int32_t>> read_generation_eos(const std::string& model_dir, int64_t vocab_size) {
-  namespace fs = std::filesystem;
-  const std::string path = (fs::path(model_dir) / "generation_config.json").string();
+  const std::string path = model_dir_file(model_dir, "generation_config.json");
   // Not a FIFO (opening one would wait for a writer), a directory or a device.
   auto text = read_regular_file(path);
   if (!text.ok()) {
