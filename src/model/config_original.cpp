@@ -16,6 +16,7 @@
 // reference dataclass's default (the gpt-oss-120b value), as torch/model.py does. What the
 // original layout fixes: RMSNorm eps 1e-5, attention biases, a separate unembedding, sliding
 // window on even layers (layer_types absent: the same alternation), MXFP4 experts.
+#include <algorithm>
 #include <utility>
 
 #include "model/config_json.h"
@@ -63,6 +64,13 @@ Result<json> original_to_hf(const json& root) {
                       get_double(o["rope_scaling_factor"], "rope_scaling_factor"));
   GS_ASSIGN_OR_RETURN(const int64_t ctx,
                       get_int(o["initial_context_length"], "initial_context_length"));
+  if (ctx < 1) return field_error("initial_context_length", "must be > 0");
+  // The context YaRN stretches it to (an int64 cast of a larger double would be undefined).
+  const double stretched = static_cast<double>(ctx) * std::max(factor, 1.0);
+  if (stretched > static_cast<double>(int64_t{1} << 31)) {
+    return field_error("rope_scaling_factor",
+                       "times initial_context_length exceeds 2^31 positions");
+  }
   json hf = o;
   for (const char* k : {"num_experts", "rope_scaling_factor", "rope_ntk_alpha", "rope_ntk_beta"})
     hf.erase(k);
@@ -78,7 +86,7 @@ Result<json> original_to_hf(const json& root) {
                           {"beta_slow", o["rope_ntk_alpha"]},
                           {"original_max_position_embeddings", ctx},
                           {"truncate", false}};
-    hf["max_position_embeddings"] = static_cast<int64_t>(static_cast<double>(ctx) * factor);
+    hf["max_position_embeddings"] = static_cast<int64_t>(stretched);
   } else {
     hf["rope_scaling"] = {{"rope_type", "default"}};
     hf["max_position_embeddings"] = ctx;

@@ -92,6 +92,15 @@ TEST(OriginalConfig, ErrorsNameTheOriginalField) {
   c = parse_config_json(j.dump(), "original/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("rope_scaling_factor"), std::string::npos);
+  j = json::parse(kOriginal20b);
+  j["rope_scaling_factor"] = 1e300;  // no context that long (and no undefined cast on the way)
+  c = parse_config_json(j.dump(), "original/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rope_scaling_factor"), std::string::npos);
+  j["rope_scaling_factor"] = 32, j["initial_context_length"] = -4096;
+  c = parse_config_json(j.dump(), "original/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("initial_context_length"), std::string::npos);
 }
 
 }  // namespace
