@@ -15,7 +15,8 @@
 // num_key_value_heads, sliding_window, rope_theta). A field the file leaves out takes the
 // reference dataclass's default (the gpt-oss-120b value), as torch/model.py does. What the
 // original layout fixes: RMSNorm eps 1e-5, attention biases, a separate unembedding, sliding
-// window on even layers (layer_types absent: the same alternation), MXFP4 experts.
+// window on even layers (layer_types absent: the same alternation; sliding_window 0: every
+// layer full), MXFP4 experts.
 #include <algorithm>
 #include <utility>
 
@@ -72,6 +73,14 @@ Result<json> original_to_hf(const json& root) {
                        "times initial_context_length exceeds 2^31 positions");
   }
   json hf = o;
+  GS_ASSIGN_OR_RETURN(const int64_t window, get_int(o["sliding_window"], "sliding_window"));
+  GS_ASSIGN_OR_RETURN(const int64_t layers, get_int(o["num_hidden_layers"], "num_hidden_layers"));
+  if (window == 0 && layers > 0 && layers <= (int64_t{1} << 16)) {
+    // torch/model.py gives the even layers sliding_window, and a window of 0 is no window: every
+    // layer attends to the whole context.
+    hf["layer_types"] = json::array();
+    for (int64_t i = 0; i < layers; ++i) hf["layer_types"].push_back("full_attention");
+  }
   for (const char* k : {"num_experts", "rope_scaling_factor", "rope_ntk_alpha", "rope_ntk_beta"})
     hf.erase(k);
   hf["num_local_experts"] = o["num_experts"];

@@ -66,6 +66,15 @@ TEST(OriginalConfig, NtkBetasMapOntoYarnsFastAndSlow) {
   EXPECT_EQ(c->max_position_embeddings, 2048);
 }
 
+TEST(OriginalConfig, SlidingWindowZeroMeansEveryLayerFull) {
+  json j = json::parse(kOriginal20b);
+  j["sliding_window"] = 0;  // torch/model.py: sliding_window 0 on even layers = no window
+  auto c = parse_config_json(j.dump(), "original/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->layer_types.size(), 24u);
+  for (LayerType t : c->layer_types) EXPECT_EQ(t, LayerType::kFullAttention);
+}
+
 TEST(OriginalConfig, AbsentFieldsTakeTheReferenceDefaults) {
   // torch/model.py's dataclass defaults are the gpt-oss-120b values.
   auto c = parse_config_json(R"({"num_experts": 128})", "original/config.json");
