@@ -30,7 +30,8 @@ struct InspectArgs {
 
 json model_summary(const LoadedModel& m) {
   const ModelConfig& c = m.config;
-  return {{"vocab_size", c.vocab_size},
+  return {{"layout", m.layout},
+          {"vocab_size", c.vocab_size},
           {"hidden_size", c.hidden_size},
           {"intermediate_size", c.intermediate_size},
           {"num_hidden_layers", c.num_hidden_layers},

@@ -251,6 +251,7 @@ Result<std::shared_ptr<LoadedModel>> load_model(const std::string& dir) {
   m->config = std::move(cfg);
   m->store = std::move(store);
   m->dir = dir;
+  m->layout = model_bind::is_original_layout(*m->store) ? "openai-original" : "huggingface";
   return m;
 }
 

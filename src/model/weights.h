@@ -75,6 +75,9 @@ struct LoadedModel {
   std::shared_ptr<const TensorStore> store;
   ModelWeights weights;
   std::string dir;
+  // Tensor names: "huggingface" (model.layers.N...) or "openai-original" (block.N..., the
+  // original/ directory of a snapshot).
+  std::string layout;
 };
 // Loads DIR/config.json and DIR/*.safetensors (single file or sharded through
 // model.safetensors.index.json) and binds the weights.

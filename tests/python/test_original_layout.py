@@ -89,6 +89,10 @@ def test_original_layout_gives_the_same_logits(gossamer, tokenizer_json, tmp_pat
     a = gossamer("run", "--model", snap, *run).stdout
     b = gossamer("run", "--model", snap / "original", *run).stdout
     assert a == b and a
+    info = json.loads(gossamer("inspect", "--model", snap / "original").stdout)
+    assert info["model"]["layout"] == "openai-original" and not info["model"]["unused_tensors"]
+    assert json.loads(gossamer("inspect", "--model", snap).stdout)["model"]["layout"] == \
+        "huggingface"
 
 
 def test_original_layout_errors_name_the_tensor(gossamer, tokenizer_json, tmp_path):
