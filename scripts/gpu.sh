@@ -6,7 +6,7 @@
 #   scripts/gpu.sh run [SECTIONS]  # ON THE GPU MACHINE: run everything from .gpu-carry/, logs
 #                                  # under $OUT (default ./gpu-out), summary table printed last
 # SECTIONS (comma list, default info,ceil,test,sanitize,kbench,bench):
-#   info,ceil,test,sanitize,kbench,bench,batch,profile,serve,api
+#   info,ceil,test,sanitize,kbench,bench,batch,profile,serve,api,original
 # (bench: BENCH_ARGS, BENCH_MODELS="20b 120b"; sanitize: SANITIZE_FILTER)
 # Through the device tool: run(command="scripts/gpu.sh run", carry=[".gpu-carry.tgz"]).
 set -uo pipefail
@@ -181,6 +181,17 @@ if has api && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
       --serve-args "--backend cuda" > "$OUT/api.log" 2>&1; then add "api: ok"
   else add "api: FAILED (api.log)"; fi
   grep -E '^(ok|FAIL|info)' "$OUT/api.log"
+fi
+
+# original: a synthetic model in OpenAI's original/ layout (converted by the pytest converter,
+# which needs torch + safetensors) served with --backend cuda: same greedy text and logprobs as
+# its Hugging Face layout (scripts/original_layout_check.py).
+if has original && [[ -x $CARRY/gossamer && -f $CARRY/tokenizer.json.gz ]]; then
+  gunzip -c $CARRY/tokenizer.json.gz > /tmp/tokenizer.json
+  if python3 scripts/original_layout_check.py --bin $CARRY/gossamer --tokenizer /tmp/tokenizer.json \
+      --backend cuda > "$OUT/original.log" 2>&1; then add "original layout: ok"
+  else add "original layout: FAILED (original.log)"; fi
+  tail -1 "$OUT/original.log"
 fi
 
 echo "================ summary ================"
