@@ -76,9 +76,14 @@ bool is_original_layout(const TensorStore& store) {
 }
 
 Status bind_original(const ModelConfig& c, const Binder& b, ModelWeights* w) {
-  if (c.expert_format != ExpertFormat::kMxfp4 || c.hidden_size % 32 || c.intermediate_size % 32) {
-    return InvalidArgument(b.store().describe() + ": the original gpt-oss layout holds MXFP4 " +
-                           "experts: hidden_size and intermediate_size must be multiples of 32");
+  if (c.expert_format != ExpertFormat::kMxfp4) {
+    return InvalidArgument(b.store().describe() + " holds the original gpt-oss layout (MXFP4 " +
+                           "experts), but its config.json declares dequantized experts (no " +
+                           "quantization_config)");
+  }
+  if (c.hidden_size % 32 != 0 || c.intermediate_size % 32 != 0) {
+    return InvalidArgument(b.store().describe() + ": MXFP4 experts need hidden_size and " +
+                           "intermediate_size divisible by 32");
   }
   const int64_t v = c.vocab_size, h = c.hidden_size;
   GS_RETURN_IF_ERROR(b.flt("embedding.weight", {v, h}, &w->embed));

@@ -337,6 +337,10 @@ TEST(Weights, OriginalLayoutNamesItsMissingTensor) {
                                            std::string(static_cast<size_t>(v * h * 2), '\0')}}));
   expect_error(load_model(dir.str()),
                {dir.path("model.safetensors"), "'block.0.attn.norm.scale'", "not found"});
+  ModelConfig bf16 = c;  // a config without quantization_config: experts declared dequantized
+  bf16.expert_format = ExpertFormat::kBf16;
+  dir.write("config.json", config_to_json(bf16));
+  expect_error(load_model(dir.str()), {dir.path("model.safetensors"), "original", "dequantized"});
 }
 
 TEST(Weights, MisalignedTensorRejected) {
