@@ -76,6 +76,20 @@ class Binder {
   Status scales(const std::string& name, const std::vector<int64_t>& shape, TensorRef* out) const {
     return bind(name, {DType::kU8}, shape, Values::kScales, out);
   }
+  // An MXFP4 expert tensor [experts, rows, cols] as its blocks [.., cols / 32, 16] and scales
+  // [.., cols / 32] (the layouts name them "<base>_blocks" or "<base>.blocks").
+  Status mxfp4(const std::string& blocks_name, const std::string& scales_name, int64_t experts,
+               int64_t rows, int64_t cols, ExpertMatrix* m) const {
+    m->format = ExpertFormat::kMxfp4;
+    m->rows = rows;
+    m->cols = cols;
+    if (cols % 32 != 0) {
+      return InvalidArgument("tensor '" + blocks_name + "': MXFP4 needs an input size divisible " +
+                             "by 32, config gives " + std::to_string(cols));
+    }
+    GS_RETURN_IF_ERROR(blocks(blocks_name, {experts, rows, cols / 32, 16}, &m->blocks));
+    return scales(scales_name, {experts, rows, cols / 32}, &m->scales);
+  }
   bool has(const std::string& name) const { return store_.contains(name); }
   const TensorStore& store() const { return store_; }
 

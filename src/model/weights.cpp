@@ -4,13 +4,10 @@
 
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
 
-#include "common/mapped_read.h"
 #include "common/numerics.h"
 #include "common/thread_pool.h"
 #include "model/binder.h"
-#include "model/finite_check.h"
 #include "model/safetensors.h"
 #include "model/weights_original.h"
 
@@ -137,16 +134,13 @@ ExpertFormat detect_expert_format(const ModelConfig& cfg, const Binder& b) {
 
 Status bind_expert(const Binder& b, const std::string& base, ExpertFormat f, int64_t experts,
                    int64_t rows, int64_t cols, ExpertMatrix* m) {
+  if (f == ExpertFormat::kMxfp4) {
+    return b.mxfp4(base + "_blocks", base + "_scales", experts, rows, cols, m);
+  }
   m->format = f;
   m->rows = rows;
   m->cols = cols;
-  if (f == ExpertFormat::kBf16) return b.flt(base, {experts, cols, rows}, &m->dense);
-  if (cols % 32 != 0) {
-    return InvalidArgument("tensor '" + base + "_blocks': MXFP4 needs an input size divisible " +
-                           "by 32, config gives " + std::to_string(cols));
-  }
-  GS_RETURN_IF_ERROR(b.blocks(base + "_blocks", {experts, rows, cols / 32, 16}, &m->blocks));
-  return b.scales(base + "_scales", {experts, rows, cols / 32}, &m->scales);
+  return b.flt(base, {experts, cols, rows}, &m->dense);
 }
 
 Status bind_attention(const ModelConfig& c, const Binder& b, const std::string& p,

@@ -46,15 +46,6 @@ Status bind_original_attention(const ModelConfig& c, const Binder& b, const std:
   return b.flt(p + "sinks", {c.num_attention_heads}, &w->sinks);
 }
 
-Status bind_original_expert(const Binder& b, const std::string& base, int64_t experts, int64_t rows,
-                            int64_t cols, ExpertMatrix* m) {
-  m->format = ExpertFormat::kMxfp4;
-  m->rows = rows;
-  m->cols = cols;
-  GS_RETURN_IF_ERROR(b.blocks(base + ".blocks", {experts, rows, cols / 32, 16}, &m->blocks));
-  return b.scales(base + ".scales", {experts, rows, cols / 32}, &m->scales);
-}
-
 Status bind_original_layer(const ModelConfig& c, const Binder& b, int64_t i, LayerWeights* w) {
   const std::string p = "block." + std::to_string(i) + ".";
   const int64_t h = c.hidden_size, inter = c.intermediate_size, e = c.num_local_experts;
@@ -63,9 +54,10 @@ Status bind_original_layer(const ModelConfig& c, const Binder& b, int64_t i, Lay
   GS_RETURN_IF_ERROR(b.flt(p + "mlp.norm.scale", {h}, &w->mlp_norm));
   GS_RETURN_IF_ERROR(b.flt(p + "mlp.gate.weight", {e, h}, &w->router_w));
   GS_RETURN_IF_ERROR(b.flt(p + "mlp.gate.bias", {e}, &w->router_b));
-  GS_RETURN_IF_ERROR(bind_original_expert(b, p + "mlp.mlp1_weight", e, 2 * inter, h, &w->gate_up));
+  const std::string x1 = p + "mlp.mlp1_weight", x2 = p + "mlp.mlp2_weight";
+  GS_RETURN_IF_ERROR(b.mxfp4(x1 + ".blocks", x1 + ".scales", e, 2 * inter, h, &w->gate_up));
   GS_RETURN_IF_ERROR(b.flt(p + "mlp.mlp1_bias", {e, 2 * inter}, &w->gate_up_b));
-  GS_RETURN_IF_ERROR(bind_original_expert(b, p + "mlp.mlp2_weight", e, h, inter, &w->down));
+  GS_RETURN_IF_ERROR(b.mxfp4(x2 + ".blocks", x2 + ".scales", e, h, inter, &w->down));
   return b.flt(p + "mlp.mlp2_bias", {e, h}, &w->down_b);
 }
 
@@ -80,10 +72,6 @@ Status bind_original(const ModelConfig& c, const Binder& b, ModelWeights* w) {
     return InvalidArgument(b.store().describe() + " holds the original gpt-oss layout (MXFP4 " +
                            "experts), but its config.json declares dequantized experts (no " +
                            "quantization_config)");
-  }
-  if (c.hidden_size % 32 != 0 || c.intermediate_size % 32 != 0) {
-    return InvalidArgument(b.store().describe() + ": MXFP4 experts need hidden_size and " +
-                           "intermediate_size divisible by 32");
   }
   const int64_t v = c.vocab_size, h = c.hidden_size;
   GS_RETURN_IF_ERROR(b.flt("embedding.weight", {v, h}, &w->embed));
