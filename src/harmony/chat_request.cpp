@@ -79,6 +79,14 @@ Status parse_effort(const Json& req, ChatRequest& out) {
   return Status::Ok();
 }
 
+// The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
+// special token: a name with either could be offered but never called back.
+bool breaks_header(const std::string& name) {
+  return name.find("<|") != std::string::npos || std::any_of(name.begin(), name.end(), [](char c) {
+           return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
+         });
+}
+
 Status parse_tool(const Json& tool, const std::string& p, ChatRequest& out) {
   if (!tool.is_object()) return wrong_type(p, "an object", tool);
   auto type = tool.find("type");
@@ -94,17 +102,6 @@ Status parse_tool(const Json& tool, const std::string& p, ChatRequest& out) {
     return InvalidArgument(p + ".function.name: missing or not a non-empty string");
   }
   ft.name = name->get<std::string>();
-  // The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
-  // special token: a name with either could be offered but never called back.
-  const bool breaks_header = ft.name.find("<|") != std::string::npos ||
-                             std::any_of(ft.name.begin(), ft.name.end(), [](char c) {
-                               return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
-                             });
-  if (breaks_header) {
-    return InvalidArgument(p + ".function.name: '" + ft.name +
-                           "' contains whitespace, a control character or '<|' (the model "
-                           "calls a tool as to=functions.NAME, which ends there)");
-  }
   if (auto d = fn->find("description"); d != fn->end() && !d->is_null()) {
     if (!d->is_string()) return wrong_type(p + ".function.description", "a string", *d);
     ft.description = d->get<std::string>();
@@ -317,6 +314,11 @@ Status ChatRequest::validate() const {
   for (size_t i = 0; i < tools.size(); ++i) {
     if (tools[i].name.empty())
       return InvalidArgument("tools[" + std::to_string(i) + "].function.name: empty");
+    if (breaks_header(tools[i].name)) {
+      return InvalidArgument("tools[" + std::to_string(i) + "].function.name: '" + tools[i].name +
+                             "' contains whitespace, a control character or '<|' (the model "
+                             "calls a tool as to=functions.NAME, which ends there)");
+    }
     if (!names.insert(tools[i].name).second) {
       return InvalidArgument("tools[" + std::to_string(i) +
                              "].function.name: duplicate tool name '" + tools[i].name + "'");
