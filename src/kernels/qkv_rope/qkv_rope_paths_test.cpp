@@ -19,7 +19,7 @@ namespace gossamer::kern {
 namespace {
 
 using testing::DevBuf;
-using testing::fill_yarn;
+using testing::shaped_params;
 
 // A fused kernel (1/rms applied to the dot products) against the unfused path: q relative error
 // (vector norm) below 1e-6, and every cache value within one bf16 ulp.
@@ -121,16 +121,8 @@ TEST(QkvRope, FusedNormMatchesUnfusedPath) {
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope fused bitwise"));
   for (const auto& c : kQkvRopeCases) {
     const int bs = 16;
-    QkvRopeParams p;
-    p.batch = c.batch;
-    p.hidden = c.hidden;
-    p.n_heads = c.n_heads;
-    p.n_kv_heads = c.n_kv_heads;
-    p.block_size = bs;
-    p.max_blocks = 1;
-    p.num_blocks = c.batch;
+    QkvRopeParams p = shaped_params(c.batch, c.hidden, c.n_heads, c.n_kv_heads, bs, 1, c.batch);
     p.variant = 1;  // the warp kernel first (auto would pick the bulk kernel at batch 1)
-    fill_yarn(&p);
     std::vector<int32_t> table(c.batch);
     for (int b = 0; b < c.batch; ++b) table[b] = b;
     QkvTestBufs t(rng, p, false, bs, table);
@@ -172,15 +164,7 @@ TEST(QkvRope, BulkMatchesWarpKernelOnSmallShapes) {
   for (const auto& sh : shapes) {
     for (int trial = 0; trial < 8; ++trial) {
       const int bs = 16, mb = 4;
-      QkvRopeParams p;
-      p.batch = 1;
-      p.hidden = sh[0];
-      p.n_heads = sh[1];
-      p.n_kv_heads = sh[2];
-      p.block_size = bs;
-      p.max_blocks = mb;
-      p.num_blocks = mb;
-      fill_yarn(&p);
+      QkvRopeParams p = shaped_params(1, sh[0], sh[1], sh[2], bs, mb, mb);
       const QkvTestBufs t(rng, p, true, bs * mb, {2, 0, 3, 1});
       t.bind(&p);
       p.x = t.x.get();

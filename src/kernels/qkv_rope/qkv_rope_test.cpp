@@ -15,7 +15,7 @@ namespace gossamer::kern {
 namespace {
 
 using testing::DevBuf;
-using testing::fill_yarn;
+using testing::shaped_params;
 
 // The cache slots each row's position maps to through its table row, as [batch, kv_heads, 64].
 std::vector<float> written_slots(const std::vector<uint16_t>& cache, const QkvRopeParams& p,
@@ -39,15 +39,8 @@ std::vector<float> written_slots(const std::vector<uint16_t>& cache, const QkvRo
 void check_case(const QkvRopeCase& c, bool fused, int variant, std::mt19937_64& rng) {
   const int units = c.n_heads + 2 * c.n_kv_heads, bs = 16, max_blocks = 4;
   const int num_blocks = c.batch * max_blocks;
-  QkvRopeParams p;
-  p.batch = c.batch;
-  p.hidden = c.hidden;
-  p.n_heads = c.n_heads;
-  p.n_kv_heads = c.n_kv_heads;
-  p.block_size = bs;
-  p.max_blocks = max_blocks;
-  p.num_blocks = num_blocks;
-  fill_yarn(&p);
+  QkvRopeParams p =
+      shaped_params(c.batch, c.hidden, c.n_heads, c.n_kv_heads, bs, max_blocks, num_blocks);
   const size_t nw = static_cast<size_t>(units) * kHeadDim * c.hidden;
   auto w = testing::rand_bf16(rng, nw, -0.1f, 0.1f);
   auto bias = testing::rand_f32(rng, static_cast<size_t>(units) * kHeadDim, -0.5f, 0.5f);
@@ -130,15 +123,7 @@ TEST(QkvRope, FusedRmsNormWithPdlMatchesReference) {
 TEST(QkvRope, LargePositionsKeepRopeAccurate) {
   // Positions ~1e5 through a table with enough logical blocks.
   std::mt19937_64 rng(testing::fresh_seed("qkv_rope large pos"));
-  QkvRopeParams p;
-  p.batch = 2;
-  p.hidden = 64;
-  p.n_heads = 2;
-  p.n_kv_heads = 1;
-  p.block_size = 16;
-  p.max_blocks = 131072 / 16;
-  p.num_blocks = 2;
-  fill_yarn(&p);
+  QkvRopeParams p = shaped_params(2, 64, 2, 1, 16, 131072 / 16, 2);
   const int units = 4;
   auto w = testing::rand_bf16(rng, static_cast<size_t>(units) * kHeadDim * 64, -0.5f, 0.5f);
   auto x = testing::rand_f32(rng, 2 * 64, -1.f, 1.f);

@@ -22,4 +22,19 @@ inline void fill_yarn(QkvRopeParams* p) {
   p->rope_scale = static_cast<float>(0.1 * std::log(factor) + 1);
 }
 
+// Shape and KV-cache geometry of a test launch, with the YaRN frequencies above (pointers unset).
+inline QkvRopeParams shaped_params(int batch, int hidden, int n_heads, int n_kv_heads,
+                                   int block_size, int max_blocks, int num_blocks) {
+  QkvRopeParams p;
+  p.batch = batch;
+  p.hidden = hidden;
+  p.n_heads = n_heads;
+  p.n_kv_heads = n_kv_heads;
+  p.block_size = block_size;
+  p.max_blocks = max_blocks;
+  p.num_blocks = num_blocks;
+  fill_yarn(&p);
+  return p;
+}
+
 }  // namespace gossamer::kern::testing
