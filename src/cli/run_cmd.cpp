@@ -88,8 +88,8 @@ Status run_logits(const RunArgs& a) {
 Result<std::shared_ptr<const Tokenizer>> find_tokenizer(const RunArgs& a, bool required) {
   std::string path = a.tokenizer;
   if (path.empty()) {
-    path = model_dir_file(a.model,
-                          "tokenizer.json");  // MODEL/ (or, for MODEL/original, the snapshot's)
+    // MODEL/tokenizer.json, or for MODEL/original the snapshot's.
+    path = model_dir_file(a.model, "tokenizer.json");
     if (!std::filesystem::exists(path)) path.clear();
   }
   if (path.empty()) {

@@ -91,8 +91,8 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   if (*demo) {
     GS_ASSIGN_OR_RETURN(dir, demo_model_dir(a.tokenizer, "gossamer serve"));
   }
-  std::string tok_path =
-      model_dir_file(dir, "tokenizer.json");  // DIR/ (or, for DIR/original, the snapshot's)
+  // DIR/tokenizer.json, or for DIR/original the snapshot's.
+  std::string tok_path = model_dir_file(dir, "tokenizer.json");
   if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
     GS_ASSIGN_OR_RETURN(tok_path, find_tokenizer(a.tokenizer));
   }
