@@ -81,6 +81,8 @@ Status parse_effort(const Json& req, ChatRequest& out) {
 
 // The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
 // special token: a name with either could be offered but never called back.
+constexpr size_t kMaxToolNameBytes = 64;
+
 bool breaks_header(const std::string& name) {
   return name.find("<|") != std::string::npos || std::any_of(name.begin(), name.end(), [](char c) {
            return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
@@ -318,6 +320,12 @@ Status ChatRequest::validate() const {
       return InvalidArgument("tools[" + std::to_string(i) + "].function.name: '" + tools[i].name +
                              "' contains whitespace, a control character or '<|' (the model "
                              "calls a tool as to=functions.NAME, which ends there)");
+    }
+    if (tools[i].name.size() > kMaxToolNameBytes) {
+      return InvalidArgument("tools[" + std::to_string(i) +
+                             "].function.name: " + std::to_string(tools[i].name.size()) +
+                             " bytes, more than the " + std::to_string(kMaxToolNameBytes) +
+                             " allowed (OpenAI allows at most 64 characters)");
     }
     if (!names.insert(tools[i].name).second) {
       return InvalidArgument("tools[" + std::to_string(i) +

@@ -46,6 +46,15 @@ std::string sanitize_utf8(std::string_view s) {
   return out;
 }
 
+bool has_header_syntax(const std::string& text) {
+  if (text.find(kChannelMarker) != std::string::npos) return true;
+  if (text.find(kConstrainMarker) != std::string::npos) return true;
+  for (size_t i = text.find("to="); i != std::string::npos; i = text.find("to=", i + 1)) {
+    if (i == 0 || is_ascii_space(text[i - 1])) return true;
+  }
+  return false;
+}
+
 HeaderFields parse_header_text(const std::string& text) {
   HeaderFields h;
   std::string s = text;

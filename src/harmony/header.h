@@ -19,6 +19,10 @@ struct HeaderFields {
 
 HeaderFields parse_header_text(const std::string& text);
 
+// True when header text shows header syntax: a <|channel|> or <|constrain|> marker, or a word
+// "to=..." (text without any is what a model writes when it skips the header).
+bool has_header_syntax(const std::string& text);
+
 bool is_ascii_space(char c);
 // Invalid bytes -> U+FFFD, so the result is valid UTF-8.
 std::string sanitize_utf8(std::string_view s);

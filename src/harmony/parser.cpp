@@ -13,6 +13,13 @@ std::string quoted(const std::string& s) {
   return "'" + (s.size() > kMax ? s.substr(0, kMax) + "..." : s) + "'";
 }
 
+std::string trimmed(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_ascii_space(s[b])) ++b;
+  while (e > b && is_ascii_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -150,25 +157,39 @@ StreamingParser::Header StreamingParser::parse_header(const std::string& text) {
                 std::move(f.leftover)};
 }
 
+std::string StreamingParser::call_name(const std::string& recipient) {
+  static constexpr std::string_view kFunctions = "functions.";
+  if (recipient.rfind(kFunctions, 0) == 0) return recipient.substr(kFunctions.size());
+  for (const std::string& name : opt_.tool_names) {
+    if (recipient == name) {
+      warn("recipient " + quoted(recipient) + " without 'functions.': read as a call of that tool");
+      return name;
+    }
+  }
+  return "";
+}
+
 void StreamingParser::begin_message(const Header& h, std::vector<ParserEvent>& ev) {
   state_ = State::kContent;
   channel_ = h.channel;
   decoder_.emplace(tok_);
-  static constexpr std::string_view kFunctions = "functions.";
+  const bool analysis = h.channel == "analysis";
   if (!h.recipient.empty() && h.recipient != "all") {
-    if (h.recipient.rfind(kFunctions, 0) == 0 && h.recipient.size() > kFunctions.size()) {
+    if (std::string name = call_name(h.recipient); !name.empty()) {
       kind_ = Kind::kToolCall;
       ParserEvent e;
       e.type = EventType::kToolCallStart;
-      e.text = h.recipient.substr(kFunctions.size());
+      e.text = std::move(name);
       e.call_id = next_call_id();
       e.tool_index = static_cast<int>(result_.tool_calls.size());
       emit(ev, std::move(e));
     } else {
-      warn("unknown recipient " + quoted(h.recipient) + ": message treated as content");
-      kind_ = Kind::kContent;
+      // Analysis stays reasoning whoever it is addressed to (it is never for the user).
+      warn("unknown recipient " + quoted(h.recipient) + ": message treated as " +
+           (analysis ? "reasoning" : "content"));
+      kind_ = analysis ? Kind::kReasoning : Kind::kContent;
     }
-  } else if (h.channel == "analysis") {
+  } else if (analysis) {
     kind_ = Kind::kReasoning;
   } else if (h.channel == "final" || h.channel == "commentary") {
     kind_ = Kind::kContent;
@@ -212,20 +233,25 @@ void StreamingParser::close_message(std::vector<ParserEvent>& ev) {
   state_ = State::kExpectStart;
 }
 
-void StreamingParser::header_abandoned(std::vector<ParserEvent>& ev, const std::string& why) {
+void StreamingParser::header_abandoned(std::vector<ParserEvent>& ev, const std::string& why,
+                                       bool cut) {
   std::string text = header_text();
   header_ids_.clear();
   state_ = State::kExpectStart;
   if (text.empty()) return;
   Header h = parse_header(text);
   warn(why + " (header " + quoted(text) + ")");
-  // Something that never looked like a header (no channel, no recipient) is kept verbatim;
-  // otherwise only the words that are not header fields are.
-  const bool headerish = !h.channel.empty() || !h.recipient.empty();
-  std::string keep = headerish ? h.leftover : text;
+  // Text that never looked like a header (no channel, recipient or marker) is kept verbatim, less
+  // the role after <|start|>; of a header, only the words that are not header fields are kept,
+  // and none of one cut off before it was complete (as openai-harmony, which yields no message).
+  const bool headerish = !h.channel.empty() || !h.recipient.empty() || has_header_syntax(text);
+  std::string keep = headerish ? (cut ? "" : h.leftover) : text;
   if (!headerish && keep.rfind("assistant", 0) == 0 &&
       (keep.size() == 9 || is_ascii_space(keep[9]))) {
     keep.erase(0, 9);  // the role after <|start|>
+  }
+  if (cut && !headerish && (trimmed(keep) == "t" || trimmed(keep) == "to")) {
+    keep.clear();  // cut off while writing "to=" (a recipient)
   }
   if (keep.empty()) return;
   begin_implicit_content(ev, "header text kept as content: " + quoted(keep));
@@ -256,10 +282,10 @@ void StreamingParser::on_header(int32_t id, std::vector<ParserEvent>& ev) {
     header_ids_.clear();
     begin_message(h, ev);
   } else if (id == ids_.start) {
-    header_abandoned(ev, "<|start|> inside a message header");
+    header_abandoned(ev, "<|start|> inside a message header", false);
     state_ = State::kHeader;
   } else if (id == ids_.end) {
-    header_abandoned(ev, "message ended before <|message|>");
+    header_abandoned(ev, "message ended before <|message|>", false);
   } else {
     header_ids_.push_back(id);
     if (header_ids_.size() > opt_.max_header_tokens) {
@@ -301,7 +327,7 @@ bool StreamingParser::on_stop(int32_t id, std::vector<ParserEvent>& ev) {
     if (!call && kind_ == Kind::kToolCall) warn("<|return|> ended a tool call message");
     close_message(ev);
   } else if (state_ == State::kHeader) {
-    header_abandoned(ev, "generation stopped inside a message header");
+    header_abandoned(ev, "generation stopped inside a message header", true);
   }
   state_ = State::kExpectStart;
   result_.stopped = true;
@@ -347,7 +373,7 @@ void StreamingParser::finish(std::vector<ParserEvent>& ev) {
     }
     close_message(ev);
   } else if (state_ == State::kHeader) {
-    header_abandoned(ev, "generation ended inside a message header");
+    header_abandoned(ev, "generation ended inside a message header", true);
   }
   result_.truncated = !result_.stopped;
   if (!result_.stopped) {

@@ -76,8 +76,13 @@ struct ParserOptions {
   // true: the prompt ended with "<|start|>assistant", so output begins with a header.
   bool starts_in_header = true;
   std::string call_id_prefix = "call_";
-  uint64_t call_id_seed = 0;      // 0 = seed from std::random_device
-  size_t max_header_tokens = 64;  // longer "headers" are given up on and become content
+  uint64_t call_id_seed = 0;  // 0 = seed from std::random_device
+  // Longer "headers" are given up on and become content (a call header with a 64-byte tool name
+  // spelled one token per byte still fits).
+  size_t max_header_tokens = 128;
+  // The request's tools: a recipient that is one of these names without the "functions." prefix
+  // is still read as a call of it.
+  std::vector<std::string> tool_names;
 };
 
 class StreamingParser {
@@ -113,7 +118,9 @@ class StreamingParser {
   void begin_message(const Header& h, std::vector<ParserEvent>& ev);
   void begin_implicit_content(std::vector<ParserEvent>& ev, const std::string& why);
   void close_message(std::vector<ParserEvent>& ev);
-  void header_abandoned(std::vector<ParserEvent>& ev, const std::string& why);
+  // cut: generation ended inside the header (finish() or a stop token), so it is incomplete.
+  void header_abandoned(std::vector<ParserEvent>& ev, const std::string& why, bool cut);
+  std::string call_name(const std::string& recipient);
   void on_expect_start(int32_t id, std::vector<ParserEvent>& ev);
   void on_header(int32_t id, std::vector<ParserEvent>& ev);
   bool on_content(int32_t id, std::vector<ParserEvent>& ev);

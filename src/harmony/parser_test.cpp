@@ -232,6 +232,68 @@ TEST(HarmonyParser, TruncatedToolCallAndBadIds) {
   EXPECT_EQ(bad.result.warnings.size(), 3u);
 }
 
+// Generation cut off inside a header (budget or stop token): the partial header is not text
+// (openai-harmony yields no message for it); header-less text is still kept.
+TEST(HarmonyParser, HeaderCutOffLeavesNoText) {
+  const std::string thought = "<|channel|>analysis<|message|>Thinking<|end|>";
+  for (const std::string tail :
+       {"<|start|>assistant<|channel|>", "<|start|>assistant", "<|start|>assistant to",
+        "<|start|>assistant t", "<|start|>assistant to=", "<|start|>assistant to=functions.f",
+        "<|start|>assistant<|channel|>commentary to", "<|start|>assistant<|channel|>final json",
+        "<|start|><|channel|>commentary to=functions.get_weather <|constrain|>json"}) {
+    for (bool stop_token : {false, true}) {
+      SCOPED_TRACE(tail + (stop_token ? " + <|return|>" : ""));
+      auto ids = enc(thought + tail);
+      if (stop_token) ids.push_back(kReturn);
+      auto r = run(byte_tok(), ids);
+      EXPECT_EQ(r.result.reasoning, "Thinking");
+      EXPECT_EQ(r.result.content, "");
+      EXPECT_TRUE(r.result.tool_calls.empty());
+      EXPECT_TRUE(r.result.reasoning_only);
+      EXPECT_EQ(r.result.finish, stop_token ? FinishReason::kStop : FinishReason::kLength);
+      expect_same(accumulate(r.events), r.result);
+    }
+  }
+  EXPECT_EQ(run(byte_tok(), {kChannel}).result.content, "");
+  // A model that skips the header: its words are text, cut off or not.
+  EXPECT_EQ(run(byte_tok(), enc("Hello to")).result.content, "Hello to");
+  EXPECT_EQ(run(byte_tok(), enc("<|start|>assistant Hello")).result.content, " Hello");
+  // A header ended by <|end|> (not cut) still keeps its non-header words.
+  EXPECT_EQ(run(byte_tok(), enc("<|channel|>final words<|end|>")).result.content, "words");
+}
+
+TEST(HarmonyParser, RecipientsOtherThanFunctions) {
+  // Analysis is reasoning whoever it is addressed to; elsewhere an unknown recipient's body is
+  // content (degraded mode).
+  auto py = run(byte_tok(), enc("<|channel|>analysis to=python<|message|>print(1)<|call|>"));
+  EXPECT_EQ(py.result.reasoning, "print(1)");
+  EXPECT_EQ(py.result.content, "");
+  EXPECT_EQ(py.result.warnings.size(), 2u);  // unknown recipient; <|call|> ends a non-call
+  // A declared tool's bare name is a call of it; an undeclared bare name is not.
+  const std::string bare = "<|channel|>commentary to=get_weather <|constrain|>json<|message|>{}";
+  ParserOptions opt;
+  opt.tool_names = {"lookup", "get_weather"};
+  auto call = run(byte_tok(), enc(bare + "<|call|>"), opt);
+  ASSERT_EQ(call.result.tool_calls.size(), 1u);
+  EXPECT_EQ(call.result.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(call.result.tool_calls[0].arguments, "{}");
+  EXPECT_EQ(call.result.finish, FinishReason::kToolCalls);
+  auto undeclared = run(byte_tok(), enc(bare + "<|call|>"));
+  EXPECT_TRUE(undeclared.result.tool_calls.empty());
+  EXPECT_EQ(undeclared.result.content, "{}");
+}
+
+TEST(HarmonyParser, LongestToolNameFitsTheHeaderLimit) {
+  // A 64-byte name (the request limit) written one token per byte is still a header.
+  std::string name;
+  for (int i = 0; name.size() < 64; ++i) name += (i % 2 ? "_" : "a");
+  auto r = run(byte_tok(), enc("<|channel|>commentary to=functions." + name +
+                               " <|constrain|>json<|message|>{\"a\":1}<|call|>"));
+  ASSERT_EQ(r.result.tool_calls.size(), 1u);
+  EXPECT_EQ(r.result.tool_calls[0].name, name);
+  EXPECT_EQ(r.result.tool_calls[0].arguments, "{\"a\":1}");
+}
+
 TEST(HarmonyParser, SplitUtf8IsHeldBackThenEmittedWhole) {
   auto p = StreamingParser::create(byte_tok()).value();
   std::vector<ParserEvent> ev;

@@ -142,6 +142,8 @@ TEST(HarmonyRequest, ErrorsNameTheField) {
        "tools[1].function.name"},
       {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f\n"}}]})",
        "tools[0].function.name"},
+      {R"({"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"a123456789b123456789c123456789d123456789e123456789f123456789g1234"}}]})",
+       "tools[0].function.name: 65 bytes"},
       {R"({"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":7}}]}]})",
        "messages[0].tool_calls[0].function.arguments"},
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})",

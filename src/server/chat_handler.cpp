@@ -242,6 +242,16 @@ json chat_usage(const ChatJob& job) {
               {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
 }
 
+namespace {
+
+harmony::ParserOptions parser_options(const harmony::ChatRequest& req) {
+  harmony::ParserOptions opt;
+  for (const auto& t : req.tools) opt.tool_names.push_back(t.name);
+  return opt;
+}
+
+}  // namespace
+
 bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiError* err) {
   Result<harmony::ChatRequest> creq = harmony::parse_chat_request(body);
   if (!creq.ok()) return *err = from_status(creq.status()), false;
@@ -274,7 +284,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
     Result<std::shared_ptr<TokenConstraint>> c = make_constraint(ctx, cons);  // one per choice
     if (!c.ok()) return *err = from_status(c.status()), false;
     g.constraint = *c;
-    auto parser = harmony::StreamingParser::create(ctx.tok);
+    auto parser = harmony::StreamingParser::create(ctx.tok, parser_options(*creq));
     if (!parser.ok()) return *err = from_status(parser.status()), false;
     auto stream = ctx.engine->submit(ids, g);
     if (!stream.ok()) {  // ~ChatChoice cancels the ones already submitted

@@ -61,17 +61,32 @@ def completion_tokens(oh, enc, msgs, rng):
     return toks + [end]
 
 
+def special(enc, name):
+    return enc.encode(name, allowed_special="all")[0]
+
+
+def header_cut_at(enc, toks):
+    """Where the header a completion is cut off in starts (its <|start|>; 0 for the first message,
+    whose <|start|>assistant is the prompt's), or None when it does not end inside a header."""
+    start = max((i for i, t in enumerate(toks) if t == special(enc, "<|start|>")), default=0)
+    return None if special(enc, "<|message|>") in toks[start:] else start
+
+
 def reference_parse(oh, enc, toks):
     """(reasoning, content, [(name, arguments)], channels) by StreamableParser; None when it gives
-    up (a cut inside a header)."""
+    up. It yields no message for a header cut off by the budget: the messages before it count."""
     parser = oh.StreamableParser(enc, role=oh.Role.ASSISTANT)
+    truncated = toks[-1] not in enc.stop_tokens_for_assistant_actions()
     try:
         for t in toks:
             parser.process(t)
-        if toks[-1] not in enc.stop_tokens_for_assistant_actions():
+        if truncated:
             parser.process_eos()  # truncated: the open message ends here
     except Exception:
-        return None
+        cut = header_cut_at(enc, toks) if truncated else None
+        if cut is None:
+            return None
+        return reference_parse(oh, enc, toks[:cut]) if cut > 0 else ("", "", [], [])
     ref = parser.messages
     return ("".join(m.content[0].text for m in ref if m.channel == "analysis" and not m.recipient),
             "".join(m.content[0].text for m in ref if m.channel in ("final", "commentary") and not m.recipient),
