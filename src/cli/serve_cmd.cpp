@@ -170,7 +170,9 @@ int serve(const ServeArgs& a) {
     std::fprintf(stderr, "gossamer serve: %s\n", st.ToString().c_str());
     return 1;
   }
-  // SIGINT/SIGTERM: stop accepting, give in-flight requests a grace period, then cancel them.
+  // SIGINT/SIGTERM: new generation requests get 503 while the ones in flight (streams too) get
+  // --shutdown-grace seconds; then the rest are cancelled (each ends with an error, 503 /
+  // server_shutting_down) and, once they have been answered, the listener closes.
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     sigset_t set;
@@ -180,14 +182,19 @@ int serve(const ServeArgs& a) {
     int sig = 0;
     sigwait(&set, &sig);
     if (done) return;
-    std::fprintf(stderr, "gossamer serve: signal %d, shutting down\n", sig);
-    srv.stop();
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000));
-    while (!done && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    std::fprintf(stderr, "gossamer serve: signal %d, shutting down (%lld requests in flight)\n",
+                 sig, (long long)srv.in_flight());
+    srv.begin_shutdown();
+    const auto wait_idle = [&](std::chrono::milliseconds limit) {
+      const auto until = std::chrono::steady_clock::now() + limit;
+      while (srv.in_flight() > 0 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    };
+    wait_idle(std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000)));
     (*engine)->stop();
+    wait_idle(std::chrono::milliseconds(2000));  // the cancelled ones write their errors
+    srv.stop();
   });
   std::fprintf(stderr,
                "gossamer serve: model '%s' (%s), max_model_len %lld, listening on http://%s:%d\n",

@@ -35,10 +35,12 @@ json delta_json(const Delta& d) {
   return j;
 }
 
+// With stream_options.include_usage every chunk has "usage": null but the last (as OpenAI).
 json chunk(const ChatJob& job, const std::string& model, json choices) {
-  return json{
-      {"id", job.id},   {"object", "chat.completion.chunk"}, {"created", job.created},
-      {"model", model}, {"system_fingerprint", "gossamer"},  {"choices", std::move(choices)}};
+  json c{{"id", job.id},   {"object", "chat.completion.chunk"}, {"created", job.created},
+         {"model", model}, {"system_fingerprint", "gossamer"},  {"choices", std::move(choices)}};
+  if (job.ro.include_usage) c["usage"] = nullptr;
+  return c;
 }
 
 json choice_chunk(int index, json delta, json finish, json logprobs = nullptr) {
@@ -73,7 +75,7 @@ void respond_blocking(Ctx& ctx, ChatJob& job, PeerWatch& peer, httplib::Response
   json choices = json::array();
   for (size_t i = 0; i < job.choices.size(); ++i) {
     const ChatChoice& c = *job.choices[i];
-    if (c.failed()) return send_error(res, ApiError{500, c.error(), "server_error", "", ""});
+    if (c.failed()) return send_error(res, generation_error(ctx, c.error()));
     if (c.timed_out()) return send_error(res, timeout_error(ctx, c.completion_tokens()));
     json lp = nullptr;
     if (job.ro.gen.logprobs) {
@@ -159,14 +161,16 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
     }
     s.finished[i] = true;
     if (c.timed_out()) {  // an error event instead of a finish_reason: the output is cut short
-      json err = error_body(timeout_error(*s.ctx, c.completion_tokens()));
+      json err = error_body(timeout_error(*s.ctx, c.completion_tokens(), /*streamed=*/true));
       err["error"]["choice_index"] = static_cast<int>(i);
       if (!send(err)) return false;
       continue;
     }
-    if (c.failed()) {
-      json err = error_body(ApiError{500, c.error(), "server_error", "", ""});
+    if (c.failed()) {  // the same: an error event, no finish_reason
+      json err = error_body(generation_error(*s.ctx, c.error()));
+      err["error"]["choice_index"] = static_cast<int>(i);
       if (!send(err)) return false;
+      continue;
     }
     // Tokens whose text the stop filter held back and then cut: their entries come last.
     json lp = s.lp_sent[i] < c.content_tokens().size()
@@ -306,6 +310,7 @@ void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res) 
   if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
   auto state = std::make_shared<StreamState>();
   state->ctx = &ctx;
+  auto in_flight = std::make_shared<InFlight>(ctx);  // until the response is complete
   if (!start_chat_job(ctx, body, Endpoint::kChat, &state->job, &err)) return send_error(res, err);
   if (!state->job.ro.stream) {
     PeerWatch peer = watch_peer(req);
@@ -315,7 +320,8 @@ void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res) 
   state->lp_sent.assign(state->job.choices.size(), 0);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [state](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
+      "text/event-stream",
+      [state, in_flight](size_t, httplib::DataSink& sink) { return pump(*state, sink); },
       [state](bool) {
         for (auto& c : state->job.choices) c->cancel();  // no-op when finished
       });

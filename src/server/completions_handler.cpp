@@ -151,13 +151,16 @@ json usage(const Job& job) {
               {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
+// Streamed with stream_options.include_usage: "usage": null but in the last chunk (as OpenAI).
 json body_json(const Ctx& ctx, const Job& job, json choices) {
-  return json{{"id", job.id},
-              {"object", "text_completion"},
-              {"created", job.created},
-              {"model", ctx.opts.model_name},
-              {"system_fingerprint", "gossamer"},
-              {"choices", std::move(choices)}};
+  json b{{"id", job.id},
+         {"object", "text_completion"},
+         {"created", job.created},
+         {"model", ctx.opts.model_name},
+         {"system_fingerprint", "gossamer"},
+         {"choices", std::move(choices)}};
+  if (job.ro.stream && job.ro.include_usage) b["usage"] = nullptr;
+  return b;
 }
 
 bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
@@ -187,7 +190,8 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
     }
     if (!delta.empty() || (done && !c.timed_out())) {
       json lp = job.ro.gen.logprobs ? logprobs_json(ctx, c.tokens, before, off0) : json(nullptr);
-      const bool end = done && !c.timed_out();  // a timeout ends with an error event instead
+      // A timeout or an error ends with an error event instead of a finish_reason.
+      const bool end = done && !c.timed_out() && c.error.empty();
       json ch{{"index", (int)i},
               {"text", delta},
               {"logprobs", lp},
@@ -197,12 +201,13 @@ bool pump(Ctx& ctx, Job& job, httplib::DataSink& sink) {
     if (done) {
       job.finished[i] = true;
       if (c.timed_out()) {
-        json e = error_body(timeout_error(ctx, static_cast<int64_t>(c.tokens.size())));
+        json e = error_body(timeout_error(ctx, static_cast<int64_t>(c.tokens.size()), true));
         e["error"]["choice_index"] = static_cast<int>(i);
         if (!send(e)) return false;
-      } else if (!c.error.empty() &&
-                 !send(error_body(ApiError{500, c.error, "server_error", "", ""}))) {
-        return false;
+      } else if (!c.error.empty()) {
+        json e = error_body(generation_error(ctx, c.error));
+        e["error"]["choice_index"] = static_cast<int>(i);
+        if (!send(e)) return false;
       }
     } else {
       all = false;
@@ -284,7 +289,7 @@ void respond_blocking(Ctx& ctx, Job& job, PeerWatch& peer, httplib::Response& re
     if (c.timed_out()) {
       return send_error(res, timeout_error(ctx, static_cast<int64_t>(c.tokens.size())));
     }
-    if (!c.error.empty()) return send_error(res, ApiError{500, c.error, "server_error", "", ""});
+    if (!c.error.empty()) return send_error(res, generation_error(ctx, c.error));
     json lp = nullptr;
     if (job.ro.gen.logprobs) {  // echo: the prompt's tokens first
       LogprobArrays a;
@@ -312,6 +317,7 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
   std::vector<Prompt> prompts;
   if (!prompt_batch(ctx, body, &prompts, &err)) return send_error(res, err);
   auto job = std::make_shared<Job>();
+  auto in_flight = std::make_shared<InFlight>(ctx);  // until the response is complete
   if (!parse_request_options(body, Endpoint::kCompletions, 16, &job->ro, &err,
                              ctx.tok->vocab_size())) {
     return send_error(res, err);
@@ -341,7 +347,7 @@ void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, job](size_t, httplib::DataSink& sink) { return pump(ctx, *job, sink); },
+      [&ctx, job, in_flight](size_t, httplib::DataSink& sink) { return pump(ctx, *job, sink); },
       [job](bool) {
         for (auto& c : job->choices) c->stream->cancel();
       });

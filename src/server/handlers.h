@@ -30,7 +30,8 @@ struct Ctx {
   std::vector<int32_t> completion_stop_ids;   // the config's eos ids
   std::vector<int32_t> chat_silent_stop_ids;  // chat stop ids other than <|return|>, <|call|>
   std::atomic<uint64_t> next_id{1};
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopping{false};     // shutting down: new generations get 503
+  std::atomic<int64_t> in_flight{0};     // generation requests not yet answered in full
   std::unique_ptr<ResponseStore> store;  // /v1/responses with store: true
   std::once_flag pieces_once;            // token_pieces() builds `pieces` on first use
   Result<std::shared_ptr<const TokenPieceIndex>> pieces{Internal("not built")};
@@ -44,8 +45,21 @@ Result<std::shared_ptr<const TokenPieceIndex>> token_pieces(Ctx& ctx);
 Result<std::shared_ptr<const TokenTrie>> token_trie(Ctx& ctx);
 // Watches the connection of a non-streaming request for a client that went away.
 PeerWatch watch_peer(const httplib::Request& req);
-// 504 with code "timeout": the request ran past --request-timeout (`generated` tokens so far).
-ApiError timeout_error(const Ctx& ctx, int64_t generated);
+// Counts a generation request as in flight while it lives (held by the handler, or by a
+// streaming response's content provider until the stream ends): a graceful stop waits for them.
+struct InFlight {
+  explicit InFlight(Ctx& c) : ctx(c) { ++ctx.in_flight; }
+  ~InFlight() { --ctx.in_flight; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  Ctx& ctx;
+};
+// 504 with code "timeout": the request ran past --request-timeout (`generated` tokens so far;
+// `streamed`: they were sent, else they are discarded).
+ApiError timeout_error(const Ctx& ctx, int64_t generated, bool streamed = false);
+// A generation that ended in an error: 503 (code "server_shutting_down") when the server
+// cancelled it to shut down, else 500.
+ApiError generation_error(const Ctx& ctx, const std::string& what);
 // Status 499 (client closed request): the body is never read, the handler just returns.
 void client_gone(httplib::Response& res);
 

@@ -177,9 +177,9 @@ void remember(RespState& s, const json& response) {
 }
 
 // The error that ended choice `c`, if any.
-std::optional<ApiError> choice_error(const Ctx& ctx, const ChatChoice& c) {
-  if (c.timed_out()) return timeout_error(ctx, c.completion_tokens());
-  if (c.failed()) return ApiError{500, c.error(), "server_error", "", ""};
+std::optional<ApiError> choice_error(const Ctx& ctx, const ChatChoice& c, bool streamed) {
+  if (c.timed_out()) return timeout_error(ctx, c.completion_tokens(), streamed);
+  if (c.failed()) return generation_error(ctx, c.error());
   return std::nullopt;
 }
 
@@ -196,7 +196,7 @@ bool pump(RespState& s, httplib::DataSink& sink) {
   const bool done = c.poll(kPoll, &deltas);
   for (const Delta& d : deltas) s.rb->add(d, &out);
   if (done) {
-    if (auto e = choice_error(*s.ctx, c)) {
+    if (auto e = choice_error(*s.ctx, c, /*streamed=*/true)) {
       s.rb->fail(*e, &out);
     } else {
       remember(s, s.rb->finish(s.job, &out));
@@ -270,6 +270,7 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
   if (!parse_body(ctx, req, &body, &err)) return send_error(res, err);
   auto s = std::make_shared<RespState>();
   s->ctx = &ctx;
+  auto in_flight = std::make_shared<InFlight>(ctx);  // until the response is complete
   size_t offset = 0;
   if (!conversation(ctx, body, *s, &offset, &err)) return send_error(res, err);
   if (!responses_to_chat(body, s->items, offset, &chat, &err)) return send_error(res, err);
@@ -281,7 +282,8 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
   if (s->job.ro.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        "text/event-stream", [s](size_t, httplib::DataSink& sink) { return pump(*s, sink); },
+        "text/event-stream",
+        [s, in_flight](size_t, httplib::DataSink& sink) { return pump(*s, sink); },
         [s](bool) { s->job.choices[0]->cancel(); });
     return;
   }
@@ -291,7 +293,7 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
   if (!wait_chat_job(s->job, peer, [&rb](size_t, const Delta& d) { rb.add(d, nullptr); })) {
     return client_gone(res);
   }
-  if (auto e = choice_error(ctx, *s->job.choices[0])) return send_error(res, *e);
+  if (auto e = choice_error(ctx, *s->job.choices[0], false)) return send_error(res, *e);
   json r = s->rb->finish(s->job, nullptr);
   remember(*s, r);
   res.set_content(dump(r), "application/json");

@@ -54,14 +54,24 @@ PeerWatch watch_peer(const httplib::Request& req) {
   return PeerWatch(PeerAddress{req.remote_addr, req.remote_port, req.local_addr, req.local_port});
 }
 
-ApiError timeout_error(const Ctx& ctx, int64_t generated) {
+ApiError timeout_error(const Ctx& ctx, int64_t generated, bool streamed) {
   return ApiError{504,
                   "the request ran past the server's request timeout (" +
                       std::to_string(ctx.opts.request_timeout.count()) +
-                      " s, --request-timeout) "
-                      "after generating " +
-                      std::to_string(generated) + " tokens; the partial output is discarded",
+                      " s, --request-timeout) after generating " + std::to_string(generated) +
+                      " tokens" + (streamed ? "" : "; the partial output is discarded"),
                   "timeout_error", "", "timeout"};
+}
+
+ApiError generation_error(const Ctx& ctx, const std::string& what) {
+  if (ctx.stopping) {
+    return ApiError{503,
+                    "the server is shutting down and cancelled the request after its "
+                    "--shutdown-grace period (" +
+                        what + ")",
+                    "server_error", "", "server_shutting_down"};
+  }
+  return ApiError{500, what, "server_error", "", ""};
 }
 
 void client_gone(httplib::Response& res) {
@@ -153,7 +163,7 @@ void handle_model(Ctx& ctx, const httplib::Request& req, httplib::Response& res)
 const char* status_message(int status) {
   switch (status) {
     case 400:  // httplib could not read the request
-      return "malformed HTTP request (a POST needs a Content-Length or a chunked body)";
+      return "malformed HTTP request (request line, headers or body framing)";
     case 404:
       return "route not found";
     case 413:
@@ -193,16 +203,15 @@ void route_error(const httplib::Request& req, httplib::Response& res) {
                                         " (allowed: " + allow + ")",
                                     "invalid_request_error", "", "method_not_allowed"});
   }
-  ApiError e{res.status, status_message(res.status),
-             res.status == 404 ? "not_found_error" : "invalid_request_error", "", ""};
+  ApiError e{res.status, status_message(res.status), "invalid_request_error", "", ""};
+  if (res.status == 404) e.message = "no route " + req.method + " " + req.path;
   res.set_content(dump(error_body(e)), "application/json");
 }
 
-// Before httplib reads the body: the Content-Length checks and the API key. httplib itself
-// takes "-5" for 2^64 - 5 bytes (and reads until its read timeout before answering) and "abc"
-// for 0 (and leaves the body unread).
-httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Request& req,
-                                           httplib::Response& res) {
+// A request whose body httplib would wait for in vain, or that it would read past the limit:
+// answered before the body is read (true). httplib itself takes a Content-Length of "-5" for
+// 2^64 - 5 bytes and "abc" for 0, and reads a POST without a length until its read timeout.
+bool framing_error(const Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
   std::vector<std::string> lengths;
   for (size_t i = 0; i < req.get_header_value_count("Content-Length"); ++i) {
     lengths.push_back(req.get_header_value("Content-Length", i));
@@ -211,10 +220,17 @@ httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Reques
     res.set_header("Connection", "close");  // the body was not read: the framing is lost
     send_error(res, bad_request("invalid Content-Length header: " + lengths[0] +
                                 " (a decimal byte count, one value)"));
-    return httplib::Server::HandlerResponse::Handled;
+    return true;
   }
-  // A declared body above the limit: answered now (httplib would read up to the limit, or
-  // wait for its read timeout, before its own 413).
+  const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (has_body && lengths.empty() && !req.has_header("Transfer-Encoding")) {
+    res.set_header("Connection", "close");
+    send_error(res, ApiError{411,
+                             "a " + req.method + " needs a Content-Length header or a " +
+                                 "chunked body (Transfer-Encoding: chunked)",
+                             "invalid_request_error", "", "length_required"});
+    return true;
+  }
   if (!lengths.empty() &&
       std::stoull(lengths[0]) > static_cast<uint64_t>(ctx.opts.max_body_bytes)) {
     res.set_header("Connection", "close");  // the body is not read
@@ -223,6 +239,24 @@ httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Reques
                                  "server's limit of " + std::to_string(ctx.opts.max_body_bytes) +
                                  " bytes (--max-body-bytes)",
                              "invalid_request_error", "", "request_too_large"});
+    return true;
+  }
+  return false;
+}
+
+bool starts_generation(const httplib::Request& req) {
+  return req.method == "POST" && (req.path == "/v1/chat/completions" ||
+                                  req.path == "/v1/completions" || req.path == "/v1/responses");
+}
+
+// Before httplib reads the body: framing, shutting down, the API key.
+httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Request& req,
+                                           httplib::Response& res) {
+  if (framing_error(ctx, req, res)) return httplib::Server::HandlerResponse::Handled;
+  if (ctx.stopping && starts_generation(req)) {
+    res.set_header("Connection", "close");
+    send_error(res, ApiError{503, "the server is shutting down", "server_error", "",
+                             "server_shutting_down"});
     return httplib::Server::HandlerResponse::Handled;
   }
   if (ctx.opts.api_key.empty() || !needs_auth(req.path))
@@ -231,7 +265,7 @@ httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Reques
     return httplib::Server::HandlerResponse::Unhandled;
   }
   send_error(res, ApiError{401, "invalid or missing API key (Authorization: Bearer <key>)",
-                           "authentication_error", "", "invalid_api_key"});
+                           "invalid_request_error", "", "invalid_api_key"});
   return httplib::Server::HandlerResponse::Handled;
 }
 
@@ -378,6 +412,14 @@ int Server::port() const {
 
 void Server::run() {
   impl_->http.listen_after_bind();
+}
+
+void Server::begin_shutdown() {
+  impl_->ctx.stopping = true;
+}
+
+int64_t Server::in_flight() const {
+  return impl_->ctx.in_flight.load();
 }
 
 void Server::stop() {

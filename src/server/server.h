@@ -45,7 +45,14 @@ class Server {
   int port() const;
   // Serves until stop(). Blocks.
   void run();
-  // Thread-safe; makes run() return after in-flight handlers finish.
+  // Thread-safe. Graceful stop, step 1: /health turns 503 and new generation requests get 503
+  // (code server_shutting_down) while the ones in flight run on and the listener stays open.
+  void begin_shutdown();
+  // Generation requests not yet answered in full (streams count until their last event).
+  int64_t in_flight() const;
+  // Thread-safe; makes run() return after in-flight handlers finish. A stream still running is
+  // cut off: stop the engine first (its requests then end with an error event) and wait for
+  // in_flight() to reach 0.
   void stop();
 
   struct Impl;

@@ -1,12 +1,15 @@
 """The server's request lifetimes (demo model): a client that disconnects from a non-streaming
-request cancels it, the per-request timeout on every endpoint, stop strings counted as stops in
-/metrics, stop ids from generation_config.json; the demo model itself and `gossamer run` on it.
+request cancels it, the per-request timeout on every endpoint, a graceful stop on SIGTERM, stop
+strings counted as stops in /metrics, stop ids from generation_config.json; the demo model itself
+and `gossamer run` on it.
 """
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import openai
@@ -107,6 +110,59 @@ def test_request_timeout(cache, tokenizer_json):
         assert events[-1].response.status == "failed"
     finally:
         assert s.stop() == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# SIGTERM: in-flight requests get --shutdown-grace, new ones 503, the rest end with an error
+# ------------------------------------------------------------------------------------------------
+def open_stream(s, path, body):
+    """Starts a streaming request and returns (thread, lines): the thread reads every SSE line."""
+    r = requests.post(s.base + path, json=dict(body, model=MODEL, stream=True), stream=True,
+                      timeout=60)
+    assert r.status_code == 200, r.text
+    lines = []
+    it = (ln.decode() for ln in r.iter_lines() if ln)  # bytes: str.splitlines splits at U+0085
+    lines.append(next(it))  # the first event: the request is in flight
+
+    def read():
+        lines.extend(it)
+    t = threading.Thread(target=read)
+    t.start()
+    return t, lines
+
+
+def test_sigterm_drains_streams_then_cancels(cache, tokenizer_json):
+    s = Server(cache, tokenizer_json, "--shutdown-grace", "2", "--max-model-len", "8192")
+    try:
+        short_t, short = open_stream(s, "/v1/completions",
+                                     {"prompt": "Hi", "max_tokens": 4, **NOEOS})
+        long_t, long = open_stream(s, "/v1/chat/completions",
+                                   {"messages": MSGS, "max_tokens": 8000, **NOEOS})
+        t0 = time.time()
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        # Draining: the listener is open, /health says so, new generations are refused.
+        assert requests.get(s.base + "/health", timeout=10).status_code == 503
+        r = requests.post(s.base + "/v1/completions",
+                          json={"model": MODEL, "prompt": "Hi", "max_tokens": 1}, timeout=10)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "server_shutting_down", r.text
+        short_t.join(30)
+        long_t.join(30)
+        # The short stream finished normally within the grace period.
+        assert short[-1] == "data: [DONE]", short[-3:]
+        assert json.loads(short[-2][6:])["choices"][0]["finish_reason"] == "length", short[-3:]
+        # The long one was cancelled when the grace ended: an error event (no finish_reason), then
+        # [DONE].
+        assert long[-1] == "data: [DONE]", long[-3:]
+        events = [json.loads(ln[6:]) for ln in long[:-1]]
+        assert [e["error"]["code"] for e in events if "error" in e] == ["server_shutting_down"]
+        assert "error" in events[-1]
+        assert not any(c.get("finish_reason") for e in events for c in e.get("choices", []))
+        assert s.proc.wait(timeout=30) == 0, s.stderr()
+        assert 1.5 < time.time() - t0 < 15
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
 
 
 # ------------------------------------------------------------------------------------------------

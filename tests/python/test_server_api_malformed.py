@@ -114,7 +114,8 @@ def test_methods_routes_and_model_retrieve(server, client):
         assert r.headers["Allow"] == allow
         assert r.json()["error"]["code"] == "method_not_allowed"
     r = requests.get(server.base + "/v1/no/such/route", timeout=10)
-    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
+    assert "/v1/no/such/route" in r.json()["error"]["message"]
     m = client.models.retrieve(MODEL)
     assert m.id == MODEL and m.object == "model"
     with pytest.raises(openai.NotFoundError) as e:
@@ -150,7 +151,7 @@ def test_completions_suffix_best_of_and_incomplete_items(server, client):
 
 
 # ------------------------------------------------------------------------------------------------
-# stream_options needs stream; a bad Content-Length
+# stream_options needs stream (and its usage chunks); a bad or missing Content-Length
 # ------------------------------------------------------------------------------------------------
 def test_stream_options_needs_stream(server):
     for path, body in [("/v1/chat/completions", {"messages": MSGS}),
@@ -165,7 +166,13 @@ def test_stream_options_needs_stream(server):
         assert r.status_code == 200, r.text  # null is no stream_options
         r = requests.post(server.base + path, timeout=60, stream=True,
                           json=dict(body, stream=True, stream_options={"include_usage": True}))
-        assert r.status_code == 200 and '"usage"' in r.text
+        assert r.status_code == 200
+        # As OpenAI: every chunk has "usage", null but in the last one (choices: []).
+        chunks = [json.loads(ln[6:]) for ln in r.content.decode().split("\n")
+                  if ln.startswith("data: {")]
+        assert len(chunks) >= 2 and all("usage" in c for c in chunks), chunks
+        assert all(c["usage"] is None for c in chunks[:-1])
+        assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] >= 1
 
 
 def raw_response(sock):
@@ -206,6 +213,16 @@ def test_bad_content_length_is_answered_at_once(server):
         assert "Connection: close" in status, status
         err = json.loads(body)["error"]
         assert "Content-Length" in err["message"] and err["type"] == "invalid_request_error"
+    # No length and no chunked body: 411 at once (httplib would read until its read timeout).
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.settimeout(5)
+    t0 = time.time()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\r\n")
+    status, body = raw_response(s)
+    s.close()
+    assert time.time() - t0 < 2
+    assert status.startswith("HTTP/1.1 411"), status
+    assert json.loads(body)["error"]["code"] == "length_required"
     # A well-formed length above --max-body-bytes (8 MiB here) is a 413 before any body byte.
     s = socket.create_connection(("127.0.0.1", server.port))
     s.settimeout(5)
