@@ -53,20 +53,19 @@ Status Scheduler::check(const std::vector<int32_t>& prompt, const GenerationPara
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   if (n_prompt > max_model_len_ || p.max_tokens > max_model_len_ - n_prompt) {
     const bool small = p.max_tokens <= INT64_MAX - n_prompt;
-    return InvalidArgument("this model's maximum context length is " +
-                           std::to_string(max_model_len_) + " tokens; the request has " +
-                           std::to_string(n_prompt) + " prompt tokens + max_tokens " +
-                           std::to_string(p.max_tokens) +
-                           (small ? " = " + std::to_string(n_prompt + p.max_tokens) : ""));
+    return OutOfRange("this model's maximum context length is " + std::to_string(max_model_len_) +
+                      " tokens; the request has " + std::to_string(n_prompt) +
+                      " prompt tokens + max_tokens " + std::to_string(p.max_tokens) +
+                      (small ? " = " + std::to_string(n_prompt + p.max_tokens) : ""));
   }
   const int64_t total = n_prompt + p.max_tokens;
   const int64_t need_full = kv_.full_blocks_needed(total);
   const int64_t need_sliding = kv_.sliding_blocks_needed(total, opts_.max_num_batched_tokens);
   if (need_full > kv_.full_pool().num_blocks() || need_sliding > kv_.sliding_pool().num_blocks()) {
-    return InvalidArgument("prompt + max_tokens = " + std::to_string(total) +
-                           " tokens does not fit in the KV cache (" +
-                           std::to_string(kv_.full_pool().num_blocks()) + " blocks of " +
-                           std::to_string(kv_.block_size()) + " tokens)");
+    return OutOfRange("prompt + max_tokens = " + std::to_string(total) +
+                      " tokens does not fit in the KV cache (" +
+                      std::to_string(kv_.full_pool().num_blocks()) + " blocks of " +
+                      std::to_string(kv_.block_size()) + " tokens)");
   }
   return Status::Ok();
 }

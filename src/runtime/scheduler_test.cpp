@@ -211,9 +211,10 @@ TEST(Scheduler, RejectsRequestsThatCannotFit) {
   Fixture f(KvCacheSpec{16, 4, 8}, o);
   std::vector<int32_t> p(50, 1);
   Status st = f.sched.check(p, greedy(60));
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);  // the server's context_length_exceeded
   EXPECT_NE(st.message().find("maximum context length is 100"), std::string::npos);
   st = f.sched.check(p, greedy(30));  // 80 tokens > 4 blocks of 16
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
   EXPECT_NE(st.message().find("KV cache"), std::string::npos) << st.message();
   EXPECT_FALSE(f.sched.check({}, greedy(1)).ok());
   EXPECT_FALSE(f.sched.check({(int32_t)kVocab}, greedy(1)).ok());

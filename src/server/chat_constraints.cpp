@@ -69,8 +69,7 @@ bool chat_constraints(Ctx& ctx, const harmony::ChatRequest& req, const harmony::
   const json* schema = f.kind == Kind::kJsonObject ? nullptr : f.schema ? &*f.schema : &any;
   Result<std::shared_ptr<const CompiledJsonSchema>> c = compile_json_schema(schema);
   if (!c.ok()) {
-    *err = from_status(c.status());
-    err->param = "response_format";
+    *err = bad_request("response_format schema: " + c.status().message(), "response_format");
     return false;
   }
   out->final_schema = *c;

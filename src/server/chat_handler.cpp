@@ -272,6 +272,7 @@ bool start_chat_job(Ctx& ctx, const json& body, Endpoint ep, ChatJob* job, ApiEr
                            std::to_string(ctx.engine->max_model_len()) +
                            " tokens; the prompt has " + std::to_string(ids.size()),
                        prompt_param(ep));
+    err->code = "context_length_exceeded";
     return false;
   }
   const int64_t dflt =

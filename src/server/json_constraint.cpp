@@ -23,7 +23,11 @@ Result<std::shared_ptr<JsonConstraint>> JsonConstraint::create(
   if (options.constrain_final) {
     std::shared_ptr<const CompiledJsonSchema> schema = options.compiled;
     if (!schema) {
-      GS_ASSIGN_OR_RETURN(schema, compile_json_schema(options.schema));
+      auto compiled = compile_json_schema(options.schema);
+      if (!compiled.ok()) {
+        return InvalidArgument("response_format schema: " + compiled.status().message());
+      }
+      schema = *compiled;
     }
     c->matchers_.emplace_back(std::move(schema));
   }

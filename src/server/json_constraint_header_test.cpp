@@ -191,7 +191,7 @@ TEST(JsonConstraintHeader, RegressionCases) {
   auto c = make_constraint();
   ASSERT_TRUE(c);
   std::string long_header;
-  for (int i = 0; i < 70; ++i) long_header += " x";
+  for (int i = 0; i < 140; ++i) long_header += " x";
   const Case cases[] = {
       // The usual forms.
       {"<|channel|>final<|message|>", "final"},
@@ -229,9 +229,9 @@ TEST(JsonConstraintHeader, RegressionCases) {
        "<|message|>",
        "free"},
       {"<|channel|>analysis<|message|>Think.<|end|>x<|channel|>final<|message|>", "final"},
-      // A header of more than 64 tokens is given up on (content).
+      // A header of more than 128 tokens is given up on (content).
       {"<|channel|>final" + long_header + "<|message|>", "free"},
-      {"<|channel|>final" + long_header.substr(0, 60) + "<|message|>", "final"},
+      {"<|channel|>final" + long_header.substr(0, 240) + "<|message|>", "final"},
   };
   for (const Case& k : cases) {
     const std::vector<int32_t> gen = encode_specials(k.text);

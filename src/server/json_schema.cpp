@@ -66,8 +66,7 @@ std::string pointer_token(std::string_view s) {  // RFC 6901 escaping
 }
 
 Status bad(const std::string& what, const std::string& path) {
-  return InvalidArgument("response_format schema: " + what + " at " +
-                         (path.empty() ? std::string("the root") : path));
+  return InvalidArgument(what + " at " + (path.empty() ? std::string("the root") : path));
 }
 
 uint32_t Compiler::new_node(bool leaf) {

@@ -89,7 +89,7 @@ struct CompiledJsonSchema {
 };
 
 // schema == nullptr: json_object mode (any JSON object). Otherwise the schema above; errors are
-// InvalidArgument "response_format schema: ... at /json/pointer".
+// InvalidArgument "... at /json/pointer" (the caller says whose schema it is).
 Result<std::shared_ptr<const CompiledJsonSchema>> compile_json_schema(const json* schema);
 
 // The same checks without keeping the result (for validating a request before it is queued).

@@ -57,7 +57,7 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsWithTheirPath) {
     ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << c.schema << " -> " << st.ToString();
     EXPECT_NE(st.message().find(c.keyword), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(std::string("at ") + c.path), std::string::npos) << st.message();
-    EXPECT_EQ(st.message().rfind("response_format schema: ", 0), 0u) << st.message();
+    EXPECT_EQ(st.message().find("response_format"), std::string::npos) << st.message();
     EXPECT_EQ(compile_json_schema(&s).status().code(), StatusCode::kInvalidArgument);
   }
   EXPECT_FALSE(check_json_schema(json(5)).ok());

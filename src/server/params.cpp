@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 #include <string>
 
 namespace gossamer::server {
@@ -255,6 +256,13 @@ ApiError submit_error(const Status& st, Endpoint ep, int64_t prompt_tokens, int6
   ApiError e = from_status(st);
   if (e.http_status == 400 && e.param.empty()) {
     e.param = prompt_tokens >= max_model_len ? prompt_param(ep) : max_tokens_param(ep);
+  }
+  if (st.code() == StatusCode::kOutOfRange) {  // the scheduler: prompt + budget do not fit
+    e.code = "context_length_exceeded";
+    if (ep == Endpoint::kResponses) {
+      e.message =
+          std::regex_replace(e.message, std::regex(R"(\bmax_tokens\b)"), "max_output_tokens");
+    }
   }
   return e;
 }

@@ -1,5 +1,8 @@
 // POST /v1/responses: the text + function-call subset of the Responses API, mapped onto the chat
 // path (same harmony rendering and parser), streaming (typed SSE events) and not.
+#include <algorithm>
+#include <cstdint>
+
 #include "server/handlers.h"
 #include "server/responses_request.h"
 
@@ -12,7 +15,10 @@ constexpr auto kPoll = std::chrono::milliseconds(20);
 // Turns chat deltas into Responses output items and (when streaming) typed SSE events.
 class ResponseBuilder {
  public:
-  ResponseBuilder(Ctx& ctx, json base) : ctx_(ctx), base_(std::move(base)) {}
+  // `lp`: the choice whose content-token logprobs go into output_text.logprobs (include:
+  // ["message.output_text.logprobs"]), nullptr for none.
+  ResponseBuilder(Ctx& ctx, json base, const ChatChoice* lp, bool top)
+      : ctx_(ctx), base_(std::move(base)), lp_(lp), top_(top) {}
 
   void start(std::string* sse) {
     json r = snapshot("in_progress");
@@ -40,7 +46,7 @@ class ResponseBuilder {
              {"output_index", open_},
              {"content_index", 0},
              {"delta", d.text},
-             {"logprobs", json::array()}});
+             {"logprobs", take_logprobs(item, d.lp_end)}});
     } else if (d.kind == Delta::Kind::kToolArgs) {
       item["arguments"] = item["arguments"].get<std::string>() + d.text;
       event(sse, "response.function_call_arguments.delta",
@@ -50,6 +56,9 @@ class ResponseBuilder {
   json finish(const ChatJob& job, std::string* sse) {
     const ChatChoice& c = *job.choices[0];
     const bool incomplete = c.finish_reason() == "length";
+    if (open_ >= 0 && output_[open_]["type"] == "message") {
+      take_logprobs(output_[open_], SIZE_MAX);  // tokens that decoded to no text yet
+    }
     close(sse, incomplete ? "incomplete" : "completed");  // the item the budget cut off
     json r = snapshot(incomplete ? "incomplete" : "completed");
     if (incomplete) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
@@ -73,6 +82,18 @@ class ResponseBuilder {
   }
 
  private:
+  // The content tokens' logprob entries not given out yet, up to `end`: appended to the
+  // message's output_text.logprobs and returned for its delta event.
+  json take_logprobs(json& item, size_t end) {
+    json out = json::array();
+    if (!lp_) return out;
+    const std::vector<SampledToken>& toks = lp_->content_tokens();
+    for (; lp_sent_ < std::min(end, toks.size()); ++lp_sent_) {
+      out.push_back(logprob_entry(*ctx_.tok, toks[lp_sent_], top_));
+      item["content"][0]["logprobs"].push_back(out.back());
+    }
+    return out;
+  }
   json snapshot(const char* status) {
     json r = base_;
     r["status"] = status;
@@ -134,7 +155,7 @@ class ResponseBuilder {
              {"output_index", open_},
              {"content_index", 0},
              {"text", item["content"][0]["text"]},
-             {"logprobs", json::array()}});
+             {"logprobs", item["content"][0]["logprobs"]}});
       event(sse, "response.content_part.done",
             {{"item_id", item["id"]},
              {"output_index", open_},
@@ -156,6 +177,9 @@ class ResponseBuilder {
 
   Ctx& ctx_;
   json base_;
+  const ChatChoice* lp_;
+  bool top_;
+  size_t lp_sent_ = 0;
   json output_ = json::array();
   int open_ = -1;
   int64_t seq_ = 0;
@@ -239,6 +263,14 @@ bool conversation(Ctx& ctx, const json& body, RespState& s, size_t* offset, ApiE
   return true;
 }
 
+// reasoning.effort as requested (checked by then), else the default.
+json reasoning_effort(const json& body) {
+  auto r = body.find("reasoning");
+  if (r == body.end() || !r->is_object()) return "medium";
+  auto e = r->find("effort");
+  return e == r->end() || e->is_null() ? json("medium") : *e;
+}
+
 json base_response(Ctx& ctx, const json& body, const RespState& s) {
   json text = {{"format", {{"type", "text"}}}};  // as requested (checked by then) or plain text
   if (auto t = body.find("text"); t != body.end() && t->is_object() && t->contains("format")) {
@@ -252,14 +284,20 @@ json base_response(Ctx& ctx, const json& body, const RespState& s) {
               {"incomplete_details", nullptr},
               {"instructions", body.value("instructions", json(nullptr))},
               {"max_output_tokens", body.value("max_output_tokens", json(nullptr))},
-              {"parallel_tool_calls", true},
+              {"parallel_tool_calls", body.value("parallel_tool_calls", json(true))},
               {"previous_response_id", body.value("previous_response_id", json(nullptr))},
               {"store", s.store},
               {"temperature", s.job.ro.gen.temperature},
               {"top_p", s.job.ro.gen.top_p},
               {"tool_choice", body.value("tool_choice", json("auto"))},
               {"tools", body.value("tools", json::array())},
-              {"text", text}};
+              {"text", text},
+              {"reasoning", {{"effort", reasoning_effort(body)}, {"summary", nullptr}}},
+              {"metadata", body.value("metadata", json::object())},
+              {"user", body.value("user", json(nullptr))},
+              {"top_logprobs", body.value("top_logprobs", json(0))},
+              {"truncation", "disabled"},
+              {"background", false}};
 }
 
 }  // namespace
@@ -278,7 +316,10 @@ void handle_responses(Ctx& ctx, const httplib::Request& req, httplib::Response& 
     to_responses_fields(&err);
     return send_error(res, err);
   }
-  s->rb = std::make_unique<ResponseBuilder>(ctx, base_response(ctx, body, *s));
+  const GenerationParams& g = s->job.ro.gen;
+  s->rb = std::make_unique<ResponseBuilder>(ctx, base_response(ctx, body, *s),
+                                            g.logprobs ? s->job.choices[0].get() : nullptr,
+                                            g.top_logprobs > 0);
   if (s->job.ro.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(

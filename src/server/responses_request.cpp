@@ -4,6 +4,7 @@
 #include "server/responses_request.h"
 
 #include <regex>
+#include <set>
 #include <utility>
 
 namespace gossamer::server {
@@ -36,7 +37,9 @@ bool content_text(const json& c, const std::string& path, std::string* out, ApiE
   return true;
 }
 
-bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
+// call_ids: the function_call items seen so far (a function_call_output must answer one).
+bool convert_item(const json& it, size_t i, json& msgs, std::set<std::string>& call_ids,
+                  ApiError* err) {
   const std::string path = "input[" + std::to_string(i) + "]";
   if (!it.is_object()) return fail(err, "'" + path + "' must be an object", path);
   const std::string type = type_of(it, "message");
@@ -60,6 +63,7 @@ bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
         return fail(err, "'" + path + "." + k + "' must be a string", path + "." + k);
       }
     }
+    call_ids.insert(it["call_id"].get<std::string>());
     json call{{"id", it["call_id"]},
               {"type", "function"},
               {"function", {{"name", it["name"]}, {"arguments", it["arguments"]}}}};
@@ -71,6 +75,12 @@ bool convert_item(const json& it, size_t i, json& msgs, ApiError* err) {
   } else if (type == "function_call_output") {
     if (!it.contains("call_id") || !it["call_id"].is_string()) {
       return fail(err, "'" + path + ".call_id' must be a string", path + ".call_id");
+    }
+    if (call_ids.count(it["call_id"].get<std::string>()) == 0) {
+      return fail(err,
+                  "'" + path + ".call_id' '" + it["call_id"].get<std::string>() +
+                      "' answers no earlier function_call item of this conversation",
+                  path + ".call_id");
     }
     std::string text;
     if (!content_text(it.value("output", json("")), path + ".output", &text, err)) return false;
@@ -125,6 +135,50 @@ bool text_format(const json& b, json* chat, ApiError* err) {
   return true;
 }
 
+// Fields only echoed in the response object: their types are checked; background runs in the
+// foreground (the response says background: false).
+bool echoed_fields(const json& b, ApiError* err) {
+  auto bad_type = [&](const char* k, bool ok, const char* what) {
+    return b.contains(k) && !b[k].is_null() && !ok
+               ? fail(err, std::string("'") + k + "' must be " + what, k)
+               : true;
+  };
+  auto at = [&](const char* k) { return b.contains(k) ? b[k] : json(); };
+  if (!bad_type("parallel_tool_calls", at("parallel_tool_calls").is_boolean(), "a boolean"))
+    return false;
+  if (!bad_type("background", at("background").is_boolean(), "a boolean")) return false;
+  if (!bad_type("user", at("user").is_string(), "a string")) return false;
+  const json k = at("top_logprobs");
+  if (!bad_type("top_logprobs", k.is_number_integer() && k >= 0 && k <= 20,
+                "an integer in [0, 20]")) {
+    return false;
+  }
+  const json m = at("metadata");
+  bool strings = m.is_object() && m.size() <= 16;
+  for (auto it = m.begin(); strings && it != m.end(); ++it) strings = it->is_string();
+  return bad_type("metadata", strings, "an object of at most 16 string values");
+}
+
+// include: ["message.output_text.logprobs"] asks for output_text.logprobs (top_logprobs of them
+// each); other include values name data this server never has and are ignored.
+bool output_logprobs(const json& b, json* chat, ApiError* err) {
+  auto inc = b.find("include");
+  if (inc == b.end() || inc->is_null()) return true;
+  if (!inc->is_array()) return fail(err, "'include' must be an array of strings", "include");
+  bool lp = false;
+  for (size_t i = 0; i < inc->size(); ++i) {
+    const json& v = (*inc)[i];
+    if (!v.is_string()) {
+      return fail(err, "'include[" + std::to_string(i) + "]' must be a string", "include");
+    }
+    lp = lp || v == "message.output_text.logprobs";
+  }
+  if (!lp) return true;
+  (*chat)["logprobs"] = true;
+  if (b.contains("top_logprobs")) (*chat)["top_logprobs"] = b["top_logprobs"];
+  return true;
+}
+
 }  // namespace
 
 // Responses request (with its conversation `items`, earlier turns included) -> Chat request.
@@ -135,8 +189,9 @@ bool responses_to_chat(const json& b, const json& items, size_t offset, json* ch
     if (!it->is_string()) return fail(err, "'instructions' must be a string", "instructions");
     msgs.push_back({{"role", "developer"}, {"content", *it}});
   }
+  std::set<std::string> call_ids;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (!convert_item(items[i], i >= offset ? i - offset : i, msgs, err)) return false;
+    if (!convert_item(items[i], i >= offset ? i - offset : i, msgs, call_ids, err)) return false;
   }
   *chat = json{{"model", b["model"]}, {"messages", msgs}};
   if (auto t = b.find("tools"); t != b.end() && !t->is_null()) {
@@ -169,10 +224,12 @@ bool responses_to_chat(const json& b, const json& items, size_t offset, json* ch
     }
   }
   for (const char* k :
-       {"temperature", "top_p", "max_output_tokens", "stream", "seed", "logit_bias"}) {
+       {"temperature", "top_p", "max_output_tokens", "stream", "seed",
+        // extensions, as on the other endpoints
+        "logit_bias", "top_k", "min_p", "presence_penalty", "frequency_penalty", "ignore_eos"}) {
     if (b.contains(k)) (*chat)[k] = b[k];
   }
-  return true;
+  return echoed_fields(b, err) && output_logprobs(b, chat, err);
 }
 
 void to_responses_fields(ApiError* err) {

@@ -1,6 +1,7 @@
 """The server's request features through the openai SDK (demo model): tool_choice "required"
 with several tools (grammar-constrained name), batched /v1/completions, stored responses with
-previous_response_id (and their LRU bound), chat logprobs that cover the content.
+previous_response_id (and their LRU bound), chat logprobs that cover the content, Responses
+logprobs / extensions / echoed fields, context-length errors.
 """
 import openai
 import pytest
@@ -147,8 +148,8 @@ def test_responses_store_is_a_bounded_lru(client):
 # chat logprobs cover the content
 # ------------------------------------------------------------------------------------------------
 def test_chat_logprobs_cover_the_content(client):
-    """The random model mostly ends inside a message header, whose text the parser keeps as
-    content when generation ends: those tokens had no logprobs (content non-empty, entries [])."""
+    """Every content token has its entry, blocking and streamed (header-less text that the parser
+    keeps as content when generation ends is the exception: content non-empty, entries [])."""
     covered = 0
     for seed in range(4):
         kw = dict(model=MODEL, messages=MSGS, max_tokens=10, logprobs=True, top_logprobs=2, n=2,
@@ -178,3 +179,85 @@ def test_chat_logprobs_cover_the_content(client):
     assert covered > 0
 
 
+
+
+# ------------------------------------------------------------------------------------------------
+# /v1/responses: output_text logprobs, the sampling extensions, echoed fields, errors
+# ------------------------------------------------------------------------------------------------
+def entries(r):
+    return [(e.token, e.logprob, [t.token for t in e.top_logprobs])
+            for o in r.output if o.type == "message" for p in o.content for e in p.logprobs]
+
+
+def test_responses_logprobs_match_chat(client):
+    """include: ["message.output_text.logprobs"] gives the content tokens' entries: the same as
+    Chat Completions' logprobs for the same prompt and seed (the same sampled tokens)."""
+    with_content = 0
+    for seed in range(6):
+        c = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Say hi"}], max_tokens=12,
+            temperature=1, seed=seed, logprobs=True, top_logprobs=2)
+        kw = dict(model=MODEL, input="Say hi", max_output_tokens=12, temperature=1,
+                  top_logprobs=2, include=["message.output_text.logprobs"],
+                  extra_body={"seed": seed})
+        r = client.responses.create(**kw)
+        assert r.usage.input_tokens == c.usage.prompt_tokens
+        want = [(e.token, e.logprob, [t.token for t in e.top_logprobs])
+                for e in (c.choices[0].logprobs.content or [])]
+        got = entries(r)
+        assert [g[0] for g in got] == [w[0] for w in want], seed
+        assert all(abs(g[1] - w[1]) < 1e-5 and g[2] == w[2] for g, w in zip(got, want))
+        assert all(len(g[2]) == 2 for g in got)
+        with_content += bool(got)
+        # Streamed: the deltas' entries add up to the done event's and the final response's.
+        events = list(client.responses.create(stream=True, **kw))
+        deltas = [e for ev in events if ev.type == "response.output_text.delta" for e in ev.logprobs]
+        done = [e for ev in events if ev.type == "response.output_text.done" for e in ev.logprobs]
+        assert [e.token for e in deltas] == [e.token for e in done] == [g[0] for g in got]
+        assert entries(events[-1].response) == got
+    assert with_content > 0
+    # Without include, no entries.
+    r = client.responses.create(model=MODEL, input="Say hi", max_output_tokens=12, top_logprobs=2)
+    assert entries(r) == []
+
+
+def test_responses_extensions_and_echoed_fields(client, server):
+    kw = dict(model=MODEL, input="Hi", max_output_tokens=5)
+    eos = {"200002": 100}  # <|return|> always: without ignore_eos one token, with it the budget
+    assert client.responses.create(**kw, extra_body={"logit_bias": eos}).usage.output_tokens == 1
+    r = client.responses.create(**kw, extra_body={"logit_bias": eos, "ignore_eos": True})
+    assert r.usage.output_tokens == 5
+    a = client.responses.create(**kw, temperature=1, extra_body={"seed": 1, "top_k": 1})
+    b = client.responses.create(**kw, temperature=0)
+    assert a.output == [] or a.output_text == b.output_text  # top_k 1 is greedy
+    r = client.responses.create(**kw, parallel_tool_calls=False, metadata={"k": "v"}, user="u",
+                                reasoning={"effort": "low"})
+    assert r.parallel_tool_calls is False and r.metadata == {"k": "v"} and r.user == "u"
+    assert r.reasoning.effort == "low" and r.background is False
+    for body, param in [({"metadata": {"k": 1}}, "metadata"), ({"user": 5}, "user"),
+                        ({"parallel_tool_calls": "no"}, "parallel_tool_calls"),
+                        ({"top_logprobs": 21}, "top_logprobs"), ({"include": "x"}, "include")]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.responses.create(**kw, extra_body=body)
+        assert e.value.body["param"] == param, (body, e.value.body)
+    # A function_call_output must answer a function_call of the conversation.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL, max_output_tokens=5, input=[
+            {"type": "function_call_output", "call_id": "call_nope", "output": "42"}])
+    assert e.value.body["param"] == "input[0].call_id" and "call_nope" in e.value.body["message"]
+
+
+def test_context_length_errors_have_openais_code(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=10**9)
+    assert e.value.body["code"] == "context_length_exceeded"
+    assert e.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model=MODEL, input="Hi", max_output_tokens=10**9)
+    assert e.value.body["code"] == "context_length_exceeded"
+    assert e.value.body["param"] == "max_output_tokens"
+    assert "max_output_tokens" in e.value.body["message"]
+    assert "max_tokens" not in e.value.body["message"].replace("max_output_tokens", "")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL, prompt="Hi " * 5000, max_tokens=4)
+    assert e.value.body["code"] == "context_length_exceeded"

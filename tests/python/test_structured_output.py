@@ -135,6 +135,7 @@ def test_strict_tool_schema_errors_and_responses(client):
     with pytest.raises(openai.BadRequestError) as e:
         ask(client, None, 0, tools=tools_for([SCHEMAS[0], bad], True))
     assert "tools[1].function.parameters" in str(e.value) and "/properties/a" in str(e.value)
+    assert "response_format" not in str(e.value)  # a tool's schema, not the output's
     # Not strict: the same schema is accepted (a forced call falls back to any JSON object).
     r = ask(client, None, 0, tools=tools_for([bad], False), tool_choice="required")
     if r.choices[0].finish_reason == "tool_calls":
