@@ -38,6 +38,7 @@ namespace fs = std::filesystem;
 
 struct ServeArgs {
   std::string model, tokenizer, host = "127.0.0.1", api_key, served_name, backend = "cpu", date;
+  std::vector<std::string> allowed_origins;
   int port = 8000;
   int64_t max_num_seqs = 64, max_num_batched_tokens = 2048, kv_blocks = 0, block_size = 16;
   int64_t max_queue = 256, request_timeout = 600, max_model_len = 0, max_body = 8 << 20;
@@ -156,6 +157,7 @@ int serve(const ServeArgs& a) {
   so.host = a.host;
   so.port = a.port;
   so.api_key = a.api_key;
+  so.allowed_origins = a.allowed_origins;
   so.model_name = be->name;
   so.max_body_bytes = a.max_body;
   so.request_timeout = std::chrono::seconds(a.request_timeout);
@@ -221,6 +223,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--host", args->host, "bind address")->capture_default_str();
   cmd->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--allowed-origin", args->allowed_origins,
+                  "origin whose browser pages may call the server (CORS; repeatable; '*' = any)");
   cmd->add_option("--served-model-name", args->served_name, "model id in the API");
   cmd->add_option("--max-num-seqs", args->max_num_seqs, "running requests at most")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <random>
 
+#include "server/cors.h"
 #include "server/handlers.h"
 
 namespace gossamer::server {
@@ -19,6 +20,13 @@ Status ServerOptions::validate() const {
   if (model_name.empty()) return InvalidArgument("the served model name is empty");
   if (responses_store_max < 0 || responses_store_bytes < 0) {
     return InvalidArgument("the responses store limits must be >= 0");
+  }
+  for (const std::string& o : allowed_origins) {
+    if (o != "*" && o.rfind("http://", 0) != 0 && o.rfind("https://", 0) != 0) {
+      return InvalidArgument("--allowed-origin '" + o +
+                             "': an origin is '*' or scheme://host[:port], e.g. "
+                             "http://localhost:3000");
+    }
   }
   return render.validate();
 }
@@ -249,10 +257,32 @@ bool starts_generation(const httplib::Request& req) {
                                   req.path == "/v1/completions" || req.path == "/v1/responses");
 }
 
-// Before httplib reads the body: framing, shutting down, the API key.
+// OPTIONS: a CORS preflight (answered without the API key, which browsers do not send with it);
+// the CORS headers only for an allowed Origin, so that the browser refuses the others.
+void preflight(const Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
+  const std::string allow = allowed_methods(req.path);
+  if (allow.empty()) {
+    return send_error(
+        res, ApiError{404, "no route OPTIONS " + req.path, "invalid_request_error", "", ""});
+  }
+  res.status = 204;
+  res.set_header("Allow", allow + ", OPTIONS");
+  const CorsPolicy cors{ctx.opts.allowed_origins};
+  for (const auto& [k, v] :
+       preflight_headers(cors, req.get_header_value("Origin"), allow,
+                         req.get_header_value("Access-Control-Request-Headers"))) {
+    res.set_header(k, v);
+  }
+}
+
+// Before httplib reads the body: framing, CORS preflight, shutting down, the API key.
 httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Request& req,
                                            httplib::Response& res) {
   if (framing_error(ctx, req, res)) return httplib::Server::HandlerResponse::Handled;
+  if (req.method == "OPTIONS") {
+    preflight(ctx, req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
   if (ctx.stopping && starts_generation(req)) {
     res.set_header("Connection", "close");
     send_error(res, ApiError{503, "the server is shutting down", "server_error", "",
@@ -293,6 +323,13 @@ void install_routes(Server::Impl& s) {
   h.set_pre_routing_handler(
       [&ctx](const httplib::Request& q, httplib::Response& r) { return pre_route(ctx, q, r); });
   h.set_error_handler([](const httplib::Request& q, httplib::Response& r) { route_error(q, r); });
+  h.set_post_routing_handler([&ctx](const httplib::Request& q, httplib::Response& r) {
+    if (r.has_header("Access-Control-Allow-Origin")) return;  // a preflight's
+    for (const auto& [k, v] :
+         cors_headers(CorsPolicy{ctx.opts.allowed_origins}, q.get_header_value("Origin"))) {
+      r.set_header(k, v);
+    }
+  });
   h.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
     handler_exception(r, ep);
   });

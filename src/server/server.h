@@ -30,6 +30,8 @@ struct ServerOptions {
   int64_t responses_store_max = 1024;                 // stored /v1/responses results at most
   int64_t responses_store_bytes = int64_t{64} << 20;  // and their JSON size at most
   harmony::RenderOptions render;
+  // Origins whose browser pages may call the server (CORS); "*" = any; empty = none.
+  std::vector<std::string> allowed_origins;
   Status validate() const;
 };
 

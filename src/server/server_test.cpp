@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/test_seed.h"
+#include "server/cors.h"
 #include "server/http_util.h"
 #include "server/params.h"
 #include "server/responses_request.h"
@@ -56,6 +57,25 @@ TEST(Errors, ParamFromTheMessagesFieldPath) {
   EXPECT_EQ(from_status(InvalidArgument("messages")).param, "");
   EXPECT_EQ(from_status(InvalidArgument("0abc: y")).param, "");
   EXPECT_EQ(from_status(Internal("engine: failed")).param, "");  // 500s name no field
+}
+
+TEST(Cors, OnlyListedOriginsGetHeaders) {
+  const CorsPolicy none{};
+  EXPECT_TRUE(cors_headers(none, "http://a.example").empty());
+  const CorsPolicy some{{"http://a.example", "https://b.example:8443"}};
+  EXPECT_EQ(cors_headers(some, "http://a.example"),
+            (HeaderList{{"Access-Control-Allow-Origin", "http://a.example"}, {"Vary", "Origin"}}));
+  EXPECT_TRUE(cors_headers(some, "http://a.example.evil").empty());  // exact match only
+  EXPECT_TRUE(cors_headers(some, "https://b.example").empty());      // the port is part of it
+  EXPECT_TRUE(cors_headers(some, "").empty());                       // no Origin: no CORS
+  const CorsPolicy any{{"*"}};
+  EXPECT_EQ(any.allow_origin("http://x.example"), "*");
+  const HeaderList pre = preflight_headers(any, "http://x.example", "POST", "");
+  ASSERT_EQ(pre.size(), 4u);
+  EXPECT_EQ(pre[1],
+            (std::pair<std::string, std::string>{"Access-Control-Allow-Methods", "POST, OPTIONS"}));
+  EXPECT_EQ(pre[2].second, "Authorization, Content-Type");
+  EXPECT_TRUE(preflight_headers(some, "http://c.example", "POST", "x").empty());
 }
 
 TEST(Auth, BearerConstantTimeCompare) {

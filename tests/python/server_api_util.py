@@ -15,10 +15,14 @@ def _check_log(err):
     assert "step failed" not in err
 
 
+ORIGIN = "http://localhost:3000"  # the one origin whose browser pages may call these servers
+
+
 def api_server_fixtures():
     """The `server` and `client` fixtures of test_server_api_*.py."""
     return serve_fixtures("--default-max-tokens", "24", "--max-model-len", "2048",
-                          "--responses-store-max", "6", api_key="x", check_log=_check_log)
+                          "--responses-store-max", "6", "--allowed-origin", ORIGIN,
+                          api_key="x", check_log=_check_log)
 
 
 def metrics(server):

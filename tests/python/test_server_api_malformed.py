@@ -243,3 +243,32 @@ def test_bad_content_length_is_answered_at_once(server):
     status, body = raw_response(s)
     s.close()
     assert status.startswith("HTTP/1.1 200") and json.loads(body)["object"] == "text_completion"
+
+
+# ------------------------------------------------------------------------------------------------
+# CORS: --allowed-origin
+# ------------------------------------------------------------------------------------------------
+def test_cors_preflight_and_headers(server):
+    from server_api_util import ORIGIN
+    pre = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"}
+    r = requests.options(server.base + "/v1/chat/completions", headers=pre, timeout=10)
+    assert r.status_code == 204, r.text
+    assert r.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert "POST" in r.headers["Access-Control-Allow-Methods"]
+    assert r.headers["Access-Control-Allow-Headers"] == pre["Access-Control-Request-Headers"]
+    # Another origin: answered, but without the headers that would let its page read anything.
+    r = requests.options(server.base + "/v1/chat/completions",
+                         headers=dict(pre, Origin="http://evil.example"), timeout=10)
+    assert r.status_code == 204 and "Access-Control-Allow-Origin" not in r.headers
+    r = requests.options(server.base + "/v1/nothing", headers=pre, timeout=10)
+    assert r.status_code == 404
+    # Actual requests (success and error alike) carry the header for the allowed origin only.
+    ok = requests.get(server.base + "/health", headers={"Origin": ORIGIN}, timeout=10)
+    assert ok.headers["Access-Control-Allow-Origin"] == ORIGIN and ok.headers["Vary"] == "Origin"
+    bad = requests.post(server.base + "/v1/completions", headers={"Origin": ORIGIN}, json=[],
+                        timeout=10)
+    assert bad.status_code == 400 and bad.headers["Access-Control-Allow-Origin"] == ORIGIN
+    other = requests.get(server.base + "/health", headers={"Origin": "http://evil.example"},
+                         timeout=10)
+    assert "Access-Control-Allow-Origin" not in other.headers
