@@ -63,6 +63,16 @@ ApiError generation_error(const Ctx& ctx, const std::string& what);
 // Status 499 (client closed request): the body is never read, the handler just returns.
 void client_gone(httplib::Response& res);
 
+// routing.cpp: before a route's handler (body framing, CORS preflight, shutdown gate, API key:
+// Handled when answered), httplib's own errors (404 / 405 / 413 ...) as OpenAI errors, an
+// exception escaping a handler (400 for a JSON type error, else 500), and after every response
+// (CORS headers).
+httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Request& req,
+                                           httplib::Response& res);
+void route_error(const httplib::Request& req, httplib::Response& res);
+void handler_exception(httplib::Response& res, std::exception_ptr ep);
+void post_route(const Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+
 // Writes an OpenAI error response (429 adds Retry-After).
 void send_error(httplib::Response& res, const ApiError& e);
 // The body as a JSON object (UTF-8, nesting depth and JSON syntax checked). False (with err)
