@@ -31,7 +31,8 @@ std::string read_text(const fs::path& p) {
 
 // The dir holds a complete demo checkpoint of the current demo config.
 bool is_current_demo(const std::string& dir) {
-  return fs::exists(dir + "/tokenizer.json") && fs::exists(dir + "/config.json") &&
+  std::error_code ec;  // not readable: not current (the demo is made again, or fails clearly)
+  return fs::exists(dir + "/tokenizer.json", ec) && fs::exists(dir + "/config.json", ec) &&
          read_text(dir + "/config.json") == config_to_json(demo_config());
 }
 
@@ -47,13 +48,18 @@ ModelConfig demo_config() {
 
 Result<std::string> find_tokenizer(const std::string& given) {
   if (!given.empty()) {
-    if (!fs::exists(given)) return NotFound("--tokenizer: " + given + " does not exist");
+    std::error_code ec;
+    if (!fs::exists(given, ec)) {
+      return NotFound("--tokenizer: " + given +
+                      (ec ? " cannot be read (" + ec.message() + ")" : " does not exist"));
+    }
     return given;
   }
   const std::string rel = "shared/tokenizer/tokenizer.json";
   for (fs::path base : {fs::path(exe_dir()), fs::current_path()}) {
     for (int up = 0; up < 4 && !base.empty(); ++up, base = base.parent_path()) {
-      if (fs::exists(base / rel)) return (base / rel).string();
+      std::error_code ec;
+      if (fs::exists(base / rel, ec)) return (base / rel).string();
       if (base == base.parent_path()) break;
     }
   }

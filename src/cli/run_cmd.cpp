@@ -64,6 +64,11 @@ struct Session {
 Result<Session> open_session(const RunArgs& a, int64_t max_tokens) {
   Session s;
   GS_ASSIGN_OR_RETURN(s.model, load_model(a.model));
+  if (max_tokens > s.model->config.max_position_embeddings) {
+    return OutOfRange(std::to_string(max_tokens) + " positions (prompt + -n) are beyond the " +
+                      "model's context, max_position_embeddings " +
+                      std::to_string(s.model->config.max_position_embeddings));
+  }
   KvCacheSpec spec;
   spec.block_size = 16;
   const int64_t blocks = (max_tokens + spec.block_size - 1) / spec.block_size;
@@ -90,7 +95,8 @@ Result<std::shared_ptr<const Tokenizer>> find_tokenizer(const RunArgs& a, bool r
   if (path.empty()) {
     // MODEL/tokenizer.json, or for MODEL/original the snapshot's.
     path = model_dir_file(a.model, "tokenizer.json");
-    if (!std::filesystem::exists(path)) path.clear();
+    std::error_code ec;  // unreadable: the model loader names the problem
+    if (!std::filesystem::exists(path, ec)) path.clear();
   }
   if (path.empty()) {
     if (required)
@@ -206,7 +212,9 @@ void add_run_commands(CLI::App& app, int* exit_code) {
                   "demo model (random weights, noise)");
   run->add_option("--prompt", a->prompt, "Prompt text (needs a tokenizer)");
   run->add_option("--tokens", a->tokens, "Prompt as comma-separated token ids");
-  run->add_option("-n,--max-tokens", a->n, "Tokens to generate")->capture_default_str();
+  run->add_option("-n,--max-tokens", a->n, "Tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
   run->add_option("--temperature", a->temperature, "0 = greedy")->capture_default_str();
   run->add_option("--top-p", a->top_p, "Nucleus mass (1 = off)")->capture_default_str();
   run->add_option("--top-k", a->top_k, "Keep the k most likely (0 = off)")->capture_default_str();

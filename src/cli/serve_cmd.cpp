@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +95,8 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   }
   // DIR/tokenizer.json, or for DIR/original the snapshot's.
   std::string tok_path = model_dir_file(dir, "tokenizer.json");
-  if (!a.tokenizer.empty() || !fs::exists(tok_path)) {
+  std::error_code ec;  // an unreadable directory: the loaders below name it
+  if (!a.tokenizer.empty() || !fs::exists(tok_path, ec)) {
     GS_ASSIGN_OR_RETURN(tok_path, find_tokenizer(a.tokenizer));
   }
   GS_ASSIGN_OR_RETURN(b.tok, Tokenizer::load(tok_path));
@@ -133,11 +135,40 @@ Result<Backend> make_backend(const ServeArgs& a, bool* demo) {
   return b;
 }
 
+// What only shows once model and tokenizer are loaded: that they belong together, and that the
+// flags fit the model (else every request would fail, or worse).
+Status check_backend(const ServeArgs& a, const Backend& b) {
+  const ModelConfig& cfg = b.runner->config();
+  if (b.tok->vocab_size() > cfg.vocab_size) {
+    return InvalidArgument("the tokenizer's ids go up to " +
+                           std::to_string(b.tok->vocab_size() - 1) +
+                           ", beyond the model's vocab_size " + std::to_string(cfg.vocab_size) +
+                           " (a tokenizer of another model? --tokenizer)");
+  }
+  for (const char* s : {"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>",
+                        "<|call|>", "<|constrain|>"}) {
+    if (!b.tok->special_id(s)) {
+      return InvalidArgument(std::string("the tokenizer has no harmony special token ") + s +
+                             " (the chat endpoints need gpt-oss's tokenizer)");
+    }
+  }
+  if (a.max_model_len > cfg.max_position_embeddings) {
+    return InvalidArgument("--max-model-len " + std::to_string(a.max_model_len) +
+                           " is beyond the model's max_position_embeddings " +
+                           std::to_string(cfg.max_position_embeddings));
+  }
+  if (!std::isfinite(a.kv_cache_gib) || !std::isfinite(a.shutdown_grace)) {
+    return InvalidArgument("--kv-cache-gib and --shutdown-grace must be finite numbers");
+  }
+  return Status::Ok();
+}
+
 int serve(const ServeArgs& a) {
   bool demo = false;
   Result<Backend> be = make_backend(a, &demo);
-  if (!be.ok()) {
-    std::fprintf(stderr, "gossamer serve: %s\n", be.status().ToString().c_str());
+  Status st = be.ok() ? check_backend(a, *be) : be.status();
+  if (!st.ok()) {
+    std::fprintf(stderr, "gossamer serve: %s\n", st.ToString().c_str());
     return 1;
   }
   EngineOptions eo;
@@ -168,8 +199,8 @@ int serve(const ServeArgs& a) {
   so.responses_store_max = a.responses_store_max;
   so.responses_store_bytes = a.responses_store_mib << 20;
   server::Server srv(engine->get(), be->tok, so);
-  if (Status st = srv.bind(); !st.ok()) {
-    std::fprintf(stderr, "gossamer serve: %s\n", st.ToString().c_str());
+  if (Status bound = srv.bind(); !bound.ok()) {
+    std::fprintf(stderr, "gossamer serve: %s\n", bound.ToString().c_str());
     return 1;
   }
   // SIGINT/SIGTERM: new generation requests get 503 while the ones in flight (streams too) get
@@ -196,7 +227,12 @@ int serve(const ServeArgs& a) {
     wait_idle(std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000)));
     (*engine)->stop();
     wait_idle(std::chrono::milliseconds(2000));  // the cancelled ones write their errors
-    srv.stop();
+    // Again until run() has returned: a signal during start-up can come before it listens,
+    // when a stop would be lost.
+    while (!done) {
+      srv.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
   std::fprintf(stderr,
                "gossamer serve: model '%s' (%s), max_model_len %lld, listening on http://%s:%d\n",
@@ -232,15 +268,21 @@ void add_serve_command(CLI::App& app, int* exit_code) {
                   "tokens per step at most")
       ->capture_default_str();
   cmd->add_option("--kv-blocks", args->kv_blocks,
-                  "full-attention KV blocks (0: from --kv-cache-gib)");
+                  "full-attention KV blocks (0: from --kv-cache-gib)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd->add_option("--kv-cache-gib", args->kv_cache_gib, "KV memory for --kv-blocks=0")
-      ->capture_default_str();
-  cmd->add_option("--block-size", args->block_size, "tokens per KV block")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1.0 / 1024, 1024.0));
+  cmd->add_option("--block-size", args->block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   cmd->add_option("--max-queue", args->max_queue, "waiting requests at most (then 429)")
       ->capture_default_str();
   cmd->add_option("--request-timeout", args->request_timeout, "seconds per request")
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", args->max_model_len, "context limit (0: the model's)");
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{30} * 24 * 3600));
+  cmd->add_option("--max-model-len", args->max_model_len, "context limit (0: the model's)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 31));
   cmd->add_option("--default-max-tokens", args->default_max_tokens,
                   "max_tokens when a request gives none (-1: context limit; demo: 512)");
   cmd->add_option("--max-body-bytes", args->max_body, "request body limit (413)")
@@ -250,7 +292,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--date", args->date, "fixed 'Current date' for prompts (YYYY-MM-DD)");
   cmd->add_option("--shutdown-grace", args->shutdown_grace, "seconds in-flight requests get")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 24.0 * 3600));
   cmd->add_option("--responses-store-max", args->responses_store_max,
                   "stored /v1/responses results at most (LRU; 0: never store)")
       ->capture_default_str()

@@ -138,10 +138,11 @@ int run_jsonl(const TokOptions& o, const std::shared_ptr<const Tokenizer>& tok, 
     std::string out;
     if (encode) {
       auto ids = tokenize_json_line(*tok, line, o.special);
+      // (an error message may quote the line's bytes: invalid UTF-8 is replaced, not thrown)
       out = ids.ok()
                 ? json(*ids).dump()
                 : json{{"error", "line " + std::to_string(line_no) + ": " + ids.status().message()}}
-                      .dump();
+                      .dump(-1, ' ', false, json::error_handler_t::replace);
       rc = ids.ok() ? rc : 1;
     } else {
       auto ids = parse_ids(line);
@@ -151,7 +152,7 @@ int run_jsonl(const TokOptions& o, const std::shared_ptr<const Tokenizer>& tok, 
           text.ok()
               ? json{{"hex", to_hex(*text)}}.dump()
               : json{{"error", "line " + std::to_string(line_no) + ": " + text.status().message()}}
-                    .dump();
+                    .dump(-1, ' ', false, json::error_handler_t::replace);
       rc = text.ok() ? rc : 1;
     }
     out += '\n';

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "model/config_json.h"
 
 namespace gossamer {
@@ -253,6 +254,10 @@ Status ModelConfig::validate() const {
 
 Result<ModelConfig> parse_config_json(const std::string& text, const std::string& source) {
   json root;
+  if (size_t nul = json_nul_byte(text); nul != std::string::npos) {
+    return InvalidArgument(source + ": not valid JSON (a NUL byte at byte offset " +
+                           std::to_string(nul) + ")");
+  }
   try {
     root = json::parse(text);
   } catch (const json::parse_error& e) {  // e.byte: 1-based index of the offending byte

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
+
+#include "common/json_depth.h"
 
 namespace gossamer {
 
@@ -125,19 +127,43 @@ Status check_layout(std::vector<TensorEntry> entries, uint64_t data_start, uint6
   return Status::Ok();
 }
 
+// The first key repeated in the top-level object, in one linear pass without building anything
+// (nlohmann's callback parser rescans the parent object at the end of every member object:
+// quadratic in the tensor count, minutes for 200k entries).
+class DuplicateTopLevelKey : public nlohmann::json_sax<json> {
+ public:
+  std::string duplicate;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && !seen_.insert(k).second && duplicate.empty()) duplicate = k;
+    return true;
+  }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // the DOM parse below reports it
+  }
+
+ private:
+  int depth_ = 0;
+  std::unordered_set<std::string> seen_;
+};
+
 Result<json> parse_header_json(const char* p, size_t n, std::string* duplicate) {
   // Top-level keys repeated in the header would silently shadow each other: detect them.
-  std::set<std::string> seen;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      if (!seen.insert(parsed.get<std::string>()).second && duplicate->empty()) {
-        *duplicate = parsed.get<std::string>();
-      }
-    }
-    return true;
-  };
+  DuplicateTopLevelKey keys;
+  json::sax_parse(p, p + n, &keys);
+  *duplicate = keys.duplicate;
   try {
-    return json::parse(p, p + n, cb);
+    return json::parse(p, p + n);
   } catch (const json::parse_error& e) {
     return Corrupt("header is not valid JSON (near file byte offset " + std::to_string(8 + e.byte) +
                    "): " + e.what());
@@ -209,6 +235,10 @@ Result<SafetensorsHeader> parse_safetensors_header(const uint8_t* bytes, size_t 
 
 Result<std::map<std::string, std::string>> parse_safetensors_index(const std::string& text,
                                                                    const std::string& source) {
+  if (size_t nul = json_nul_byte(text); nul != std::string::npos) {
+    return Corrupt(source + ": not valid JSON (a NUL byte at byte offset " + std::to_string(nul) +
+                   ")");
+  }
   json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return Corrupt(source + ": not valid JSON");
   if (!root.is_object()) return Corrupt(source + ": not a JSON object");

@@ -186,7 +186,7 @@ Status write_synth_checkpoint(const SynthOptions& opts) {
   const fs::path out(opts.out_dir);
   std::error_code ec;
   fs::create_directories(out, ec);
-  if (ec || !fs::is_directory(out)) {
+  if (ec || !fs::is_directory(out, ec)) {
     return IoError(opts.out_dir + ": cannot create output directory: " + ec.message());
   }
   GS_RETURN_IF_ERROR(remove_stale(out));

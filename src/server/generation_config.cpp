@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "common/json_depth.h"
 
 namespace gossamer::server {
 namespace {
@@ -29,6 +30,10 @@ Result<std::vector<int32_t>> read_generation_eos(const std::string& model_dir, i
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) return std::vector<int32_t>{};
     return text.status();
+  }
+  if (size_t nul = json_nul_byte(*text); nul != std::string::npos) {
+    return InvalidArgument(path + ": not valid JSON (a NUL byte at byte offset " +
+                           std::to_string(nul) + ")");
   }
   const json j = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {

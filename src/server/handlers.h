@@ -72,6 +72,10 @@ httplib::Server::HandlerResponse pre_route(const Ctx& ctx, const httplib::Reques
 void route_error(const httplib::Request& req, httplib::Response& res);
 void handler_exception(httplib::Response& res, std::exception_ptr ep);
 void post_route(const Ctx& ctx, const httplib::Request& req, httplib::Response& res);
+// A POST body into `body`, at most --max-body-bytes once decoded (httplib 0.11 limits only a
+// Content-Length body: a chunked or gzip one grew without bound). False: answered (413 / 400).
+bool read_body(const Ctx& ctx, const httplib::ContentReader& read, std::string* body,
+               httplib::Response& res);
 
 // Writes an OpenAI error response (429 adds Retry-After).
 void send_error(httplib::Response& res, const ApiError& e);

@@ -147,10 +147,22 @@ bool get_logit_bias(const json& b, int64_t vocab, GenerationParams* g, ApiError*
   return true;
 }
 
-// Legacy-completions fields with no equivalent here: a non-empty `suffix` (insert mode) and
+// Legacy-completions fields with no equivalent here: chat-only constraints (response_format,
+// tools, vLLM's guided_*), a non-empty `suffix` (insert mode) and
 // `best_of` above n (ranking extra completions) are 400s rather than silently ignored; `best_of`
 // below n is a 400 as with OpenAI, equal to n (or null) means n.
 bool completions_extras(const json& b, int64_t n, ApiError* err) {
+  // Chat features a raw completion cannot honour: a 400 rather than unconstrained output.
+  for (const char* k : {"response_format", "tools", "tool_choice", "guided_json", "guided_regex",
+                        "guided_choice", "guided_grammar"}) {
+    if (auto f = b.find(k); f != b.end() && !f->is_null()) {
+      *err = bad_request(std::string("'") + k +
+                             "' is not supported on /v1/completions (use /v1/chat/completions or "
+                             "/v1/responses, which enforce structured output and tool calls)",
+                         k);
+      return false;
+    }
+  }
   if (auto s = b.find("suffix"); s != b.end() && !s->is_null()) {
     if (!s->is_string()) return *err = bad_request("'suffix' must be a string", "suffix"), false;
     if (!s->get_ref<const std::string&>().empty()) {
@@ -255,7 +267,14 @@ const char* max_tokens_param(Endpoint ep) {
 ApiError submit_error(const Status& st, Endpoint ep, int64_t prompt_tokens, int64_t max_model_len) {
   ApiError e = from_status(st);
   if (e.http_status == 400 && e.param.empty()) {
-    e.param = prompt_tokens >= max_model_len ? prompt_param(ep) : max_tokens_param(ep);
+    const std::string& m = e.message;
+    if (m.rfind("logit_bias", 0) == 0) {
+      e.param = "logit_bias";
+    } else if (m.rfind("prompt token", 0) == 0 || m.rfind("the prompt", 0) == 0) {
+      e.param = prompt_param(ep);  // ids outside the vocabulary, an empty prompt
+    } else {
+      e.param = prompt_tokens >= max_model_len ? prompt_param(ep) : max_tokens_param(ep);
+    }
   }
   if (st.code() == StatusCode::kOutOfRange) {  // the scheduler: prompt + budget do not fit
     e.code = "context_length_exceeded";

@@ -163,6 +163,32 @@ void handler_exception(httplib::Response& res, std::exception_ptr ep) {
   send_error(res, ApiError{500, what, "server_error", "", ""});
 }
 
+bool read_body(const Ctx& ctx, const httplib::ContentReader& read, std::string* body,
+               httplib::Response& res) {
+  const auto max = static_cast<size_t>(ctx.opts.max_body_bytes);
+  bool over = false;
+  const bool ok = read([&](const char* data, size_t n) {
+    if (body->size() + n > max) return over = true, false;
+    body->append(data, n);
+    return true;
+  });
+  if (over) {
+    res.set_header("Connection", "close");  // the rest is not read
+    send_error(res, ApiError{413,
+                             "the request body is larger than the server's limit of " +
+                                 std::to_string(max) + " bytes (--max-body-bytes; counted " +
+                                 "after a chunked or compressed body is decoded)",
+                             "invalid_request_error", "", "request_too_large"});
+    return false;
+  }
+  if (!ok) {
+    res.set_header("Connection", "close");
+    send_error(res, bad_request("the request body could not be read (broken chunked framing "
+                                "or compression)"));
+  }
+  return ok;
+}
+
 void post_route(const Ctx& ctx, const httplib::Request& req, httplib::Response& res) {
   if (res.has_header("Access-Control-Allow-Origin")) return;  // a preflight's
   const CorsPolicy cors{ctx.opts.allowed_origins};

@@ -103,6 +103,11 @@ bool json_object_body(const httplib::Request& req, json* body, ApiError* err) {
                        std::to_string(kMaxJsonDepth) + " levels");
     return false;
   }
+  if (size_t nul = json_nul_byte(req.body); nul != std::string::npos) {
+    return *err = bad_request("the request body is not valid JSON (a NUL byte at byte offset " +
+                              std::to_string(nul) + ")"),
+           false;
+  }
   *body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body->is_discarded()) return *err = bad_request("the request body is not valid JSON"), false;
   if (!body->is_object())
@@ -187,13 +192,18 @@ void install_routes(Server::Impl& s) {
         [&ctx](const httplib::Request&, httplib::Response& res) { handle_models(ctx, res); });
   h.Get(R"(/v1/models/(.+))",
         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_model(ctx, q, r); });
-  h.Post("/v1/chat/completions",
-         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_chat(ctx, q, r); });
-  h.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_completions(ctx, q, r);
-  });
-  h.Post("/v1/responses",
-         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_responses(ctx, q, r); });
+  // Every POST body is read through read_body (at most --max-body-bytes once decoded).
+  using PostHandler = void (*)(Ctx&, const httplib::Request&, httplib::Response&);
+  const auto post = [&h, &ctx](const char* path, PostHandler fn) {
+    h.Post(path, [&ctx, fn](const httplib::Request& q, httplib::Response& r,
+                            const httplib::ContentReader& read) {
+      httplib::Request with_body = q;
+      if (read_body(ctx, read, &with_body.body, r)) fn(ctx, with_body, r);
+    });
+  };
+  post("/v1/chat/completions", handle_chat);
+  post("/v1/completions", handle_completions);
+  post("/v1/responses", handle_responses);
   h.Get(
       R"(/v1/responses/([A-Za-z0-9_.\-]+))",
       [&ctx](const httplib::Request& q, httplib::Response& r) { handle_get_response(ctx, q, r); });
@@ -201,13 +211,9 @@ void install_routes(Server::Impl& s) {
            [&ctx](const httplib::Request& q, httplib::Response& r) {
              handle_delete_response(ctx, q, r);
            });
-  h.Post("/tokenize",
-         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_tokenize(ctx, q, r); });
-  h.Post("/detokenize",
-         [&ctx](const httplib::Request& q, httplib::Response& r) { handle_detokenize(ctx, q, r); });
-  h.Post("/apply-template", [&ctx](const httplib::Request& q, httplib::Response& r) {
-    handle_apply_template(ctx, q, r);
-  });
+  post("/tokenize", handle_tokenize);
+  post("/detokenize", handle_detokenize);
+  post("/apply-template", handle_apply_template);
 }
 
 }  // namespace

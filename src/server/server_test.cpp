@@ -203,7 +203,7 @@ TEST(Params, StreamOptionsOnlyWithStream) {
 }
 
 TEST(Params, SubmitErrorNamesTheEndpointsField) {
-  const Status too_long = InvalidArgument("this model's maximum context length is 10 tokens");
+  const Status too_long = OutOfRange("this model's maximum context length is 10 tokens");
   EXPECT_EQ(submit_error(too_long, Endpoint::kChat, 4, 10).param, "max_tokens");
   EXPECT_EQ(submit_error(too_long, Endpoint::kChat, 10, 10).param, "messages");
   EXPECT_EQ(submit_error(too_long, Endpoint::kCompletions, 4, 10).param, "max_tokens");
@@ -213,6 +213,19 @@ TEST(Params, SubmitErrorNamesTheEndpointsField) {
   const ApiError e = submit_error(too_long, Endpoint::kChat, 4, 10);
   EXPECT_EQ(e.http_status, 400);
   EXPECT_EQ(e.message, too_long.message());
+  EXPECT_EQ(e.code, "context_length_exceeded");
+  EXPECT_EQ(
+      submit_error(OutOfRange("prompt + max_tokens = 9 does not fit"), Endpoint::kResponses, 4, 10)
+          .message,
+      "prompt + max_output_tokens = 9 does not fit");
+  // The scheduler's other rejections name the field they are about.
+  const Status vocab = InvalidArgument("prompt token 0 = 200006 is outside the vocabulary");
+  EXPECT_EQ(submit_error(vocab, Endpoint::kChat, 4, 10).param, "messages");
+  EXPECT_EQ(submit_error(vocab, Endpoint::kCompletions, 4, 10).param, "prompt");
+  EXPECT_EQ(submit_error(InvalidArgument("logit_bias token id 9 is outside the vocabulary"),
+                         Endpoint::kCompletions, 4, 10)
+                .param,
+            "logit_bias");
   // A message naming its field keeps it; other errors name none.
   EXPECT_EQ(submit_error(InvalidArgument("stop[2]: bad"), Endpoint::kChat, 4, 10).param, "stop[2]");
   const ApiError full =

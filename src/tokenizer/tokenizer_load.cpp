@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/flat_tables.h"
 #include "tokenizer/o200k_splitter.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -192,6 +194,11 @@ Result<std::vector<AddedToken>> parse_added(const json& j) {
         content->get_ref<const std::string&>().empty()) {
       return Corrupt(where + ": needs an integer id in [0, 2^31) and non-empty content");
     }
+    if (id_value >=
+        tok::PairMap::kMaxValue) {  // as model.vocab: the vocabulary is sized by the ids
+      return Unsupported(where + ": id " + std::to_string(id_value) + " above the largest " +
+                         "supported token id " + std::to_string(tok::PairMap::kMaxValue - 1));
+    }
     for (const char* k : {"lstrip", "rstrip", "single_word"}) {
       GS_ASSIGN_OR_RETURN(const bool on, get_bool(t, k, false, where));
       if (on) return Unsupported(where + ": lstrip/rstrip/single_word");
@@ -234,6 +241,10 @@ Result<std::shared_ptr<const Tokenizer>> build_tokenizer(const json& j, const st
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load_from_json(std::string_view text,
                                                                    const std::string& source) {
   json j;
+  if (size_t nul = json_nul_byte(text); nul != std::string::npos) {
+    return Corrupt(source + ": not valid JSON (a NUL byte at byte offset " + std::to_string(nul) +
+                   ")");
+  }
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {

@@ -201,6 +201,13 @@ TEST(Loader, WrongTypesAndHugeIdsAreErrors) {
   EXPECT_NE(load_error(j.replace(j.find("\"id\": 300"), 9, "\"id\": 4294967596"))
                 .find("added_tokens[0]: needs an integer id"),
             std::string::npos);
+  for (const char* huge : {"2147483647", "2000000000", "2097151"}) {  // sized by the ids
+    j = tiny_json();
+    EXPECT_NE(load_error(j.replace(j.find("\"id\": 300"), 9, std::string("\"id\": ") + huge))
+                  .find("above the largest supported token id"),
+              std::string::npos)
+        << huge;
+  }
   j = tiny_json();
   EXPECT_NE(load_error(j.replace(j.find("\"ab\": 256"), 9, "\"ab\": -3"))
                 .find(R"(model.vocab["ab"]: id is not an integer)"),

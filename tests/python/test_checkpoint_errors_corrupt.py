@@ -209,6 +209,8 @@ CASES = [
      [CFG, "not valid JSON", "byte offset"]),
     ("config_nan", cfg_text(lambda t: t.replace('"rms_norm_eps": 1e-05', '"rms_norm_eps": NaN')),
      [CFG, "not valid JSON"]),
+    # nlohmann's parser stops at a NUL byte: "{...}\0garbage" used to load as "{...}"
+    ("config_nul_then_garbage", on_file(CFG, lambda b: b + b"\0{{{"), [CFG, "NUL byte"]),
     ("config_is_directory", replace_by(CFG, "dir"), [CFG, NOT_REG]),
     ("config_is_fifo", replace_by(CFG, "fifo"), [CFG, NOT_REG]),
 ] + [(f"config_missing_{f}", cfg_del(f), [CFG, f, "missing"])
@@ -265,6 +267,7 @@ CASES = [
      [EMBED, "[256, 64]"]),
     # sharded checkpoints
     ("index_missing_shard", lambda d: (d / SH2).unlink(), [INDEX, SH2, "does not exist"], S),
+    ("index_nul_then_garbage", on_file(INDEX, lambda b: b + b"\0xx"), [INDEX, "NUL byte"], S),
     ("index_wrong_shard", wmap(lambda m: m.update({SINKS1: SH2 if m[SINKS1] != SH2 else SH3})),
      [INDEX, SINKS1, "does not contain"], S),
     ("index_unknown_tensor", wmap(lambda m: m.update({"model.ghost": SH2})),

@@ -29,6 +29,15 @@ def expect_error(server, path, body, status, param, method="POST"):
     return err
 
 
+def test_nul_byte_after_the_json_is_a_400(server):
+    """nlohmann's parser ends its input at a NUL byte: '{...}\\0garbage' was taken as '{...}'."""
+    body = json.dumps({"model": MODEL, "prompt": "Hi", "max_tokens": 1}).encode()
+    r = requests.post(server.base + "/v1/completions", data=body + b"\0{{{", timeout=30,
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "NUL byte" in r.json()["error"]["message"], r.text
+    assert f"offset {len(body)}" in r.json()["error"]["message"]
+
+
 def test_wrong_json_types_are_400s_naming_the_field(server, tokenizer_json):
     rng = random.Random()
     seed = rng.randrange(1 << 30)
@@ -132,6 +141,12 @@ def test_completions_suffix_best_of_and_incomplete_items(server, client):
     err = expect_error(server, P, dict(base, suffix=" the end"), 400, "suffix")
     assert "insert" in err["message"]
     expect_error(server, P, dict(base, suffix=3), 400, "suffix")
+    # Chat-only constraints would have been silently ignored (unconstrained output).
+    for k, v in [("response_format", {"type": "json_object"}),
+                 ("tools", [{"type": "function", "function": {"name": "f"}}]),
+                 ("tool_choice", "required"), ("guided_json", {"type": "object"})]:
+        err = expect_error(server, P, dict(base, **{k: v}), 400, k)
+        assert "/v1/chat/completions" in err["message"]
     expect_error(server, P, dict(base, best_of=n + 1), 400, "best_of")
     if n > 1:
         expect_error(server, P, dict(base, best_of=n - 1), 400, "best_of")
@@ -244,6 +259,36 @@ def test_bad_content_length_is_answered_at_once(server):
     s.close()
     assert status.startswith("HTTP/1.1 200") and json.loads(body)["object"] == "text_completion"
 
+
+
+def test_chunked_and_compressed_bodies_are_limited_after_decoding(server):
+    """httplib 0.11 checks --max-body-bytes (8 MiB here) only against a Content-Length: a chunked
+    body, or a 9 KB gzip body that inflates to 9 MiB, used to be read whole (a 1 GB inflation
+    got the server OOM-killed)."""
+    import gzip
+    big = json.dumps({"model": MODEL, "prompt": " " * (9 << 20), "max_tokens": 1}).encode()
+
+    def chunks():
+        for i in range(0, len(big), 1 << 16):
+            yield big[i:i + (1 << 16)]
+    r = requests.post(server.base + "/v1/completions", data=chunks(), timeout=60,
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large", r.text
+    packed = gzip.compress(big)
+    assert len(packed) < 100_000
+    r = requests.post(server.base + "/v1/completions", data=packed, timeout=60,
+                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert r.status_code == 413, r.text
+    assert "after a chunked or compressed body is decoded" in r.json()["error"]["message"]
+    # Small ones still work, both ways.
+    small = json.dumps({"model": MODEL, "prompt": "Hi", "max_tokens": 1}).encode()
+    r = requests.post(server.base + "/v1/completions", data=gzip.compress(small), timeout=60,
+                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert r.status_code == 200, r.text
+    r = requests.post(server.base + "/v1/completions", data=iter([small[:5], small[5:]]),
+                      timeout=60, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert requests.get(server.base + "/health", timeout=10).status_code == 200
 
 # ------------------------------------------------------------------------------------------------
 # CORS: --allowed-origin
