@@ -163,6 +163,38 @@ Status check_backend(const ServeArgs& a, const Backend& b) {
   return Status::Ok();
 }
 
+// SIGINT/SIGTERM: new generation requests get 503 while the ones in flight (streams too) get
+// `grace` seconds; then the rest are cancelled (each ends with an error, 503 /
+// server_shutting_down) and, once they have been answered, the listener closes. Returns at once
+// if `done` (run() returned for another reason) when a signal comes.
+void stop_on_signal(server::Server& srv, Engine& engine, double grace, std::atomic<bool>& done) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  if (done) return;
+  std::fprintf(stderr, "gossamer serve: signal %d, shutting down (%lld requests in flight)\n", sig,
+               (long long)srv.in_flight());
+  srv.begin_shutdown();
+  const auto wait_idle = [&](std::chrono::milliseconds limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (srv.in_flight() > 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  wait_idle(std::chrono::milliseconds(int64_t(grace * 1000)));
+  engine.stop();
+  wait_idle(std::chrono::milliseconds(2000));  // the cancelled ones write their errors
+  // Again until run() has returned: a signal during start-up can come before it listens, when
+  // a stop would be lost.
+  while (!done) {
+    srv.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 int serve(const ServeArgs& a) {
   bool demo = false;
   Result<Backend> be = make_backend(a, &demo);
@@ -203,37 +235,8 @@ int serve(const ServeArgs& a) {
     std::fprintf(stderr, "gossamer serve: %s\n", bound.ToString().c_str());
     return 1;
   }
-  // SIGINT/SIGTERM: new generation requests get 503 while the ones in flight (streams too) get
-  // --shutdown-grace seconds; then the rest are cancelled (each ends with an error, 503 /
-  // server_shutting_down) and, once they have been answered, the listener closes.
   std::atomic<bool> done{false};
-  std::thread waiter([&] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (done) return;
-    std::fprintf(stderr, "gossamer serve: signal %d, shutting down (%lld requests in flight)\n",
-                 sig, (long long)srv.in_flight());
-    srv.begin_shutdown();
-    const auto wait_idle = [&](std::chrono::milliseconds limit) {
-      const auto until = std::chrono::steady_clock::now() + limit;
-      while (srv.in_flight() > 0 && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    };
-    wait_idle(std::chrono::milliseconds(int64_t(a.shutdown_grace * 1000)));
-    (*engine)->stop();
-    wait_idle(std::chrono::milliseconds(2000));  // the cancelled ones write their errors
-    // Again until run() has returned: a signal during start-up can come before it listens,
-    // when a stop would be lost.
-    while (!done) {
-      srv.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
+  std::thread waiter([&] { stop_on_signal(srv, **engine, a.shutdown_grace, done); });
   std::fprintf(stderr,
                "gossamer serve: model '%s' (%s), max_model_len %lld, listening on http://%s:%d\n",
                so.model_name.c_str(), describe.c_str(), (long long)(*engine)->max_model_len(),
