@@ -64,11 +64,6 @@ struct Session {
 Result<Session> open_session(const RunArgs& a, int64_t max_tokens) {
   Session s;
   GS_ASSIGN_OR_RETURN(s.model, load_model(a.model));
-  if (max_tokens > s.model->config.max_position_embeddings) {
-    return OutOfRange(std::to_string(max_tokens) + " positions (prompt + -n) are beyond the " +
-                      "model's context, max_position_embeddings " +
-                      std::to_string(s.model->config.max_position_embeddings));
-  }
   KvCacheSpec spec;
   spec.block_size = 16;
   const int64_t blocks = (max_tokens + spec.block_size - 1) / spec.block_size;

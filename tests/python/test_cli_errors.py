@@ -48,9 +48,10 @@ def test_model_and_tokenizer_must_match(bases, tokenizer_json):
     assert rc != 0
 
 
-def test_run_beyond_the_context_is_refused(bases):
-    rc, _, err = run("run", "--model", bases / "mx", "--tokens", "1,2,3", "-n", "1000000000")
-    assert rc == 1 and "max_position_embeddings" in err and "-n" in err, err
+def test_run_with_absurd_lengths_ends_with_a_message(bases):
+    """-n near INT64_MAX overflowed (UB); it is now limited to 2^31 (10^9 on a small machine ends
+    in main's "out of memory" message instead of an abort). Positions beyond
+    max_position_embeddings stay allowed, as in transformers (the oracle tests use them)."""
     rc, _, err = run("run", "--model", bases / "mx", "--tokens", "1", "-n",
                      "9223372036854775807")
     assert rc != 0 and "--max-tokens" in err, err
