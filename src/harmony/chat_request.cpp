@@ -79,10 +79,12 @@ Status parse_effort(const Json& req, ChatRequest& out) {
   return Status::Ok();
 }
 
-// The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
-// special token: a name with either could be offered but never called back.
+// OpenAI allows 64 characters; the output parser's header limit (ParserOptions::
+// max_header_tokens) leaves room for a call of a name this long spelled one token per byte.
 constexpr size_t kMaxToolNameBytes = 64;
 
+// The model calls a tool as `to=functions.NAME`, a header the parser ends at whitespace or a
+// special token: a name with either could be offered but never called back.
 bool breaks_header(const std::string& name) {
   return name.find("<|") != std::string::npos || std::any_of(name.begin(), name.end(), [](char c) {
            return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;

@@ -46,15 +46,6 @@ std::string sanitize_utf8(std::string_view s) {
   return out;
 }
 
-bool has_header_syntax(const std::string& text) {
-  if (text.find(kChannelMarker) != std::string::npos) return true;
-  if (text.find(kConstrainMarker) != std::string::npos) return true;
-  for (size_t i = text.find("to="); i != std::string::npos; i = text.find("to=", i + 1)) {
-    if (i == 0 || is_ascii_space(text[i - 1])) return true;
-  }
-  return false;
-}
-
 HeaderFields parse_header_text(const std::string& text) {
   HeaderFields h;
   std::string s = text;
@@ -64,6 +55,7 @@ HeaderFields parse_header_text(const std::string& text) {
     h.channel = s.substr(begin, end - begin);
     if (h.channel.empty()) h.warnings.push_back("header has <|channel|> but no channel name");
     s = s.substr(0, pos) + " " + s.substr(end);
+    h.syntax = true;
   }
   std::string spaced;  // "to=x<|constrain|>json" -> "to=x <|constrain|>json"
   for (size_t i = 0; i < s.size(); ++i) {
@@ -86,9 +78,11 @@ HeaderFields parse_header_text(const std::string& text) {
                            "; parsed as assistant");
       continue;
     }
-    if (p.rfind("to=", 0) == 0 && h.recipient.empty()) {
+    const bool to = p.rfind("to=", 0) == 0, constrain = p.rfind(kConstrainMarker, 0) == 0;
+    h.syntax = h.syntax || to || constrain;
+    if (to && h.recipient.empty()) {
       h.recipient = p.substr(3);
-    } else if (p.rfind(kConstrainMarker, 0) == 0 && h.content_type.empty()) {
+    } else if (constrain && h.content_type.empty()) {
       h.content_type = p;
     } else {
       left.push_back(p);

@@ -14,14 +14,13 @@ struct HeaderFields {
   std::string recipient;     // after "to=" ("" if none)
   std::string content_type;  // "<|constrain|>json", or a bare word such as "json"
   std::string leftover;      // words that are not header fields, joined by single spaces
+  // A <|channel|> or <|constrain|> marker or a word "to=..." was seen (text without any is what
+  // a model writes when it skips the header).
+  bool syntax = false;
   std::vector<std::string> warnings;
 };
 
 HeaderFields parse_header_text(const std::string& text);
-
-// True when header text shows header syntax: a <|channel|> or <|constrain|> marker, or a word
-// "to=..." (text without any is what a model writes when it skips the header).
-bool has_header_syntax(const std::string& text);
 
 bool is_ascii_space(char c);
 // Invalid bytes -> U+FFFD, so the result is valid UTF-8.

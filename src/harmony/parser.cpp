@@ -154,7 +154,7 @@ StreamingParser::Header StreamingParser::parse_header(const std::string& text) {
   HeaderFields f = parse_header_text(text);
   for (auto& w : f.warnings) warn(std::move(w));
   return Header{std::move(f.channel), std::move(f.recipient), std::move(f.content_type),
-                std::move(f.leftover)};
+                std::move(f.leftover), f.syntax};
 }
 
 std::string StreamingParser::call_name(const std::string& recipient) {
@@ -244,13 +244,13 @@ void StreamingParser::header_abandoned(std::vector<ParserEvent>& ev, const std::
   // Text that never looked like a header (no channel, recipient or marker) is kept verbatim, less
   // the role after <|start|>; of a header, only the words that are not header fields are kept,
   // and none of one cut off before it was complete (as openai-harmony, which yields no message).
-  const bool headerish = !h.channel.empty() || !h.recipient.empty() || has_header_syntax(text);
-  std::string keep = headerish ? (cut ? "" : h.leftover) : text;
-  if (!headerish && keep.rfind("assistant", 0) == 0 &&
+  // (A channel or a recipient implies header syntax.)
+  std::string keep = h.syntax ? (cut ? "" : h.leftover) : text;
+  if (!h.syntax && keep.rfind("assistant", 0) == 0 &&
       (keep.size() == 9 || is_ascii_space(keep[9]))) {
     keep.erase(0, 9);  // the role after <|start|>
   }
-  if (cut && !headerish && (trimmed(keep) == "t" || trimmed(keep) == "to")) {
+  if (const std::string word = trimmed(keep); cut && !h.syntax && (word == "t" || word == "to")) {
     keep.clear();  // cut off while writing "to=" (a recipient)
   }
   if (keep.empty()) return;

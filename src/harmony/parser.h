@@ -107,6 +107,7 @@ class StreamingParser {
   struct Header {
     std::string channel, recipient, content_type;
     std::string leftover;  // words that are not header fields
+    bool syntax = false;   // HeaderFields::syntax
   };
 
   StreamingParser(std::shared_ptr<const Tokenizer> tok, ParserOptions opt, Ids ids);

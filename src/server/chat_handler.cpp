@@ -1,4 +1,6 @@
 // POST /v1/chat/completions (streaming and not).
+#include <algorithm>
+#include <cstdint>
 #include <thread>
 
 #include "harmony/render.h"
@@ -79,11 +81,9 @@ void respond_blocking(Ctx& ctx, ChatJob& job, PeerWatch& peer, httplib::Response
     if (c.timed_out()) return send_error(res, timeout_error(ctx, c.completion_tokens()));
     json lp = nullptr;
     if (job.ro.gen.logprobs) {
-      json content = json::array();
-      for (const auto& t : c.content_tokens()) {
-        content.push_back(logprob_entry(*ctx.tok, t, job.ro.gen.top_logprobs > 0));
-      }
-      lp = json{{"content", content}};
+      size_t sent = 0;
+      lp = json{{"content", logprob_entries(*ctx.tok, c.content_tokens(), &sent, SIZE_MAX,
+                                            job.ro.gen.top_logprobs > 0)}};
     }
     choices.push_back({{"index", (int)i},
                        {"message", message_json(c)},
@@ -111,13 +111,8 @@ struct StreamState {
 // logprobs.content of a streamed chunk: choice i's entries not sent yet, up to `end`.
 json stream_logprobs(StreamState& s, size_t i, size_t end) {
   if (!s.job.ro.gen.logprobs) return nullptr;
-  const std::vector<SampledToken>& toks = s.job.choices[i]->content_tokens();
-  json content = json::array();
-  for (; s.lp_sent[i] < std::min(end, toks.size()); ++s.lp_sent[i]) {
-    content.push_back(
-        logprob_entry(*s.ctx->tok, toks[s.lp_sent[i]], s.job.ro.gen.top_logprobs > 0));
-  }
-  return json{{"content", content}};
+  return json{{"content", logprob_entries(*s.ctx->tok, s.job.choices[i]->content_tokens(),
+                                          &s.lp_sent[i], end, s.job.ro.gen.top_logprobs > 0)}};
 }
 
 // One call of the chunked-content provider: writes what is ready. False = stop (disconnect).
@@ -209,6 +204,15 @@ json logprob_entry(const Tokenizer& tok, const SampledToken& t, bool with_top) {
   }
   e["top_logprobs"] = top;
   return e;
+}
+
+json logprob_entries(const Tokenizer& tok, const std::vector<SampledToken>& tokens, size_t* sent,
+                     size_t end, bool with_top) {
+  json out = json::array();
+  for (; *sent < std::min(end, tokens.size()); ++*sent) {
+    out.push_back(logprob_entry(tok, tokens[*sent], with_top));
+  }
+  return out;
 }
 
 bool wait_chat_job(ChatJob& job, PeerWatch& peer,

@@ -105,6 +105,10 @@ bool wait_chat_job(ChatJob& job, PeerWatch& peer,
 json chat_usage(const ChatJob& job);
 // token string / bytes / logprob entry (OpenAI logprobs.content item).
 json logprob_entry(const Tokenizer& tok, const SampledToken& t, bool with_top);
+// The entries of tokens[*sent, min(end, size)) as a JSON array, advancing *sent: streamed deltas
+// hand out each content token's entry once (chat chunks, Responses output_text).
+json logprob_entries(const Tokenizer& tok, const std::vector<SampledToken>& tokens, size_t* sent,
+                     size_t end, bool with_top);
 
 void handle_chat(Ctx& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(Ctx& ctx, const httplib::Request& req, httplib::Response& res);

@@ -1,6 +1,5 @@
 // POST /v1/responses: the text + function-call subset of the Responses API, mapped onto the chat
 // path (same harmony rendering and parser), streaming (typed SSE events) and not.
-#include <algorithm>
 #include <cstdint>
 
 #include "server/handlers.h"
@@ -85,13 +84,9 @@ class ResponseBuilder {
   // The content tokens' logprob entries not given out yet, up to `end`: appended to the
   // message's output_text.logprobs and returned for its delta event.
   json take_logprobs(json& item, size_t end) {
-    json out = json::array();
-    if (!lp_) return out;
-    const std::vector<SampledToken>& toks = lp_->content_tokens();
-    for (; lp_sent_ < std::min(end, toks.size()); ++lp_sent_) {
-      out.push_back(logprob_entry(*ctx_.tok, toks[lp_sent_], top_));
-      item["content"][0]["logprobs"].push_back(out.back());
-    }
+    if (!lp_) return json::array();
+    json out = logprob_entries(*ctx_.tok, lp_->content_tokens(), &lp_sent_, end, top_);
+    for (const json& e : out) item["content"][0]["logprobs"].push_back(e);
     return out;
   }
   json snapshot(const char* status) {

@@ -16,8 +16,6 @@ const char* status_message(int status) {
   switch (status) {
     case 400:  // httplib could not read the request
       return "malformed HTTP request (request line, headers or body framing)";
-    case 404:
-      return "route not found";
     case 413:
       return "the request body is too large";
     case 414:
@@ -116,9 +114,10 @@ void route_error(const httplib::Request& req, httplib::Response& res) {
                                         " (allowed: " + allow + ")",
                                     "invalid_request_error", "", "method_not_allowed"});
   }
-  ApiError e{res.status, status_message(res.status), "invalid_request_error", "", ""};
-  if (res.status == 404) e.message = "no route " + req.method + " " + req.path;
-  res.set_content(dump(error_body(e)), "application/json");
+  const std::string message =
+      res.status == 404 ? "no route " + req.method + " " + req.path : status_message(res.status);
+  res.set_content(dump(error_body(ApiError{res.status, message, "invalid_request_error", "", ""})),
+                  "application/json");
 }
 
 // Before httplib reads the body: framing, CORS preflight, shutting down, the API key.
